@@ -1,0 +1,125 @@
+"""Exceptions raised by placement-core.
+
+Hierarchy::
+
+    PlacementError                      root; never raised directly
+    ├── ConfigError (ValueError)        a cluster config breaks one or more rules;
+    │                                   carries every Problem found, each with its YAML path
+    ├── PlacementSyntaxError (ValueError)
+    │                                   a rank list or placement rule does not parse;
+    │                                   shows the source with a caret under the bad span
+    ├── PlacementRuleError (ValueError) a well-formed rule that cannot be placed
+    │                                   (counts do not divide, a process spans nodes, ...)
+    └── InventoryError (ValueError)     a node snapshot or inventory is malformed
+
+Every exception pickles (they cross Ray process boundaries): constructor arguments are
+kept and replayed by ``__reduce__``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "InventoryError",
+    "PlacementError",
+    "PlacementRuleError",
+    "PlacementSyntaxError",
+    "Problem",
+]
+
+
+class PlacementError(Exception):
+    """Root of every placement-core error. Catch this to catch them all.
+
+    Attributes:
+        reason: The message without the location prefix.
+        path: Where the problem is, as a YAML path (``cluster.node_groups[1].label``), or None.
+    """
+
+    def __init__(self, reason: str, *, path: str | None = None) -> None:
+        self.reason = reason
+        self.path = path
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        return f"{self.path}: {self.reason}" if self.path else self.reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = {k: v for k, v in self.__dict__.items()}
+        return (_rebuild, (type(self), state))
+
+
+def _rebuild(cls: type[PlacementError], state: dict[str, Any]) -> PlacementError:
+    error = cls.__new__(cls)
+    error.__dict__.update(state)
+    Exception.__init__(error, error._render())
+    return error
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One broken rule in a config: where, what value, and what was expected."""
+
+    path: str
+    message: str
+    value: Any = None
+
+    def __str__(self) -> str:
+        shown = "" if self.value is None else f" (got {self.value!r})"
+        return f"{self.path}: {self.message}{shown}"
+
+
+class ConfigError(PlacementError, ValueError):
+    """A cluster config breaks one or more rules; ``problems`` lists every one."""
+
+    def __init__(self, problems: list[Problem] | tuple[Problem, ...]) -> None:
+        self.problems = tuple(problems)
+        first = self.problems[0] if self.problems else None
+        super().__init__(
+            first.message if first else "invalid config", path=first.path if first else None
+        )
+
+    def _render(self) -> str:
+        if len(self.problems) == 1:
+            return str(self.problems[0])
+        lines = [f"{len(self.problems)} problems in the config:"]
+        lines += [f"  - {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+class PlacementSyntaxError(PlacementError, ValueError):
+    """A rank list or placement rule that does not parse.
+
+    Attributes:
+        source: The text that was parsed.
+        span: ``(start, end)`` character offsets of the bad part of ``source``.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        source: str,
+        span: tuple[int, int],
+        path: str | None = None,
+    ) -> None:
+        self.source = source
+        self.span = span
+        super().__init__(reason, path=path)
+
+    def _render(self) -> str:
+        start, end = self.span
+        caret = " " * start + "^" * max(1, end - start)
+        head = f"{self.path}: {self.reason}" if self.path else self.reason
+        return f"{head}\n    {self.source}\n    {caret}"
+
+
+class PlacementRuleError(PlacementError, ValueError):
+    """A well-formed placement that cannot be realised on the given resources."""
+
+
+class InventoryError(PlacementError, ValueError):
+    """A node snapshot or inventory that is malformed or inconsistent."""

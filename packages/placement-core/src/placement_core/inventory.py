@@ -1,0 +1,158 @@
+"""The concrete nodes a plan is made for: their ranks, accelerators and hardware (SPEC 3.1).
+
+An inventory is plain frozen data. It is declared offline (``Inventory.uniform``, the
+config's ``inventory:`` section, node-snapshot JSON files) or discovered live by
+placement-ray; the planner does not care which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InventoryError
+
+__all__ = ["Accelerator", "HardwareDevice", "Inventory", "Node"]
+
+
+@dataclass(frozen=True, slots=True)
+class Accelerator:
+    """One accelerator of a node, identified by its node-local physical ``index``."""
+
+    index: int
+    type: str = "nvidia"
+    model: str | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    memory_bytes: int | None = None
+    numa_node: int | None = None
+    cpu_affinity: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HardwareDevice:
+    """One piece of non-accelerator hardware (a robot arm, ...) attached to a node.
+
+    ``index`` is node-local: the device's position among this node's devices of the same
+    ``type``, in config order. ``config`` is the device's config entry as declared.
+    """
+
+    type: str
+    index: int
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One machine of the cluster."""
+
+    rank: int
+    node_id: str
+    hostname: str | None = None
+    ip: str | None = None
+    cpus: int | None = None
+    accelerators: tuple[Accelerator, ...] = ()
+    hardware: tuple[HardwareDevice, ...] = ()
+
+    @property
+    def accelerator_type(self) -> str | None:
+        """The type of this node's accelerators, or None for a node without any."""
+        return self.accelerators[0].type if self.accelerators else None
+
+    @property
+    def accelerator_ids(self) -> tuple[int, ...]:
+        """Physical indices of this node's accelerators, ascending."""
+        return tuple(a.index for a in self.accelerators)
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """Every node of the cluster, ordered by node rank (``0 .. num_nodes-1``).
+
+    Nodes may be given in any order; they are sorted by rank, which must run exactly
+    ``0 .. n-1``. Accelerators of a node are sorted by physical index.
+
+    >>> inv = Inventory.uniform(2, 8)
+    >>> inv.num_nodes, len(inv.nodes[1].accelerators)
+    (2, 8)
+    """
+
+    nodes: tuple[Node, ...]
+
+    def __post_init__(self) -> None:
+        nodes = tuple(sorted(self.nodes, key=lambda n: n.rank))
+        ranks = [n.rank for n in nodes]
+        if ranks != list(range(len(nodes))):
+            raise InventoryError(
+                f"node ranks must be exactly 0..{len(nodes) - 1} with no gaps or repeats, "
+                f"got {ranks}",
+                path="inventory",
+            )
+        for node in nodes:
+            _check_node(node)
+        object.__setattr__(self, "nodes", nodes)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.nodes)
+
+    def node(self, rank: int) -> Node:
+        """The node of the given rank."""
+        if not 0 <= rank < len(self.nodes):
+            raise InventoryError(
+                f"node rank {rank} is out of range: valid ranks are 0..{len(self.nodes) - 1}",
+                path="node_rank",
+            )
+        return self.nodes[rank]
+
+    @classmethod
+    def uniform(
+        cls,
+        num_nodes: int,
+        accelerators_per_node: int,
+        *,
+        accelerator_type: str = "nvidia",
+        model: str | None = None,
+    ) -> Inventory:
+        """``num_nodes`` identical nodes with ``accelerators_per_node`` accelerators each."""
+        if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1:
+            raise InventoryError(f"expected an int >= 1, got {num_nodes!r}", path="num_nodes")
+        if (
+            isinstance(accelerators_per_node, bool)
+            or not isinstance(accelerators_per_node, int)
+            or accelerators_per_node < 0
+        ):
+            raise InventoryError(
+                f"expected an int >= 0, got {accelerators_per_node!r}",
+                path="accelerators_per_node",
+            )
+        shared = tuple(
+            Accelerator(index=i, type=accelerator_type, model=model)
+            for i in range(accelerators_per_node)
+        )
+        return cls(tuple(Node(rank=r, node_id=f"node-{r}", accelerators=shared) for r in range(num_nodes)))
+
+    def replace_nodes(self, nodes: Iterable[Node]) -> Inventory:
+        """A new inventory with the given nodes substituted by rank."""
+        by_rank = {n.rank: n for n in self.nodes}
+        for node in nodes:
+            by_rank[node.rank] = node
+        return Inventory(tuple(by_rank.values()))
+
+
+def _check_node(node: Node) -> None:
+    where = f"inventory.nodes[{node.rank}]"
+    indices = [a.index for a in node.accelerators]
+    if len(set(indices)) != len(indices):
+        raise InventoryError(f"accelerator indices repeat: {indices}", path=f"{where}.accelerators")
+    if indices != sorted(indices):
+        object.__setattr__(
+            node, "accelerators", tuple(sorted(node.accelerators, key=lambda a: a.index))
+        )
+    types = {a.type for a in node.accelerators}
+    if len(types) > 1:
+        raise InventoryError(
+            f"one node may hold accelerators of one type only, got {sorted(types)}",
+            path=f"{where}.accelerators",
+        )
