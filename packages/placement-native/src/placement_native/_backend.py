@@ -1,0 +1,48 @@
+"""Pick the NVML backend at import: the compiled cffi module, or the pure-Python fallback.
+
+``PLACEMENT_NATIVE_PUREPYTHON=1`` forces the fallback. Otherwise the compiled module is
+used when it imports and was built for this package version; an extension of another
+version raises ``BackendMismatchError`` (a stale build must not pass silently), while a
+missing extension (no compiler at install time) falls back with a debug log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from types import ModuleType
+
+from ._version import __version__
+from .errors import BackendMismatchError
+
+__all__ = ["BACKEND", "PUREPYTHON_ENV", "native_module"]
+
+logger = logging.getLogger(__name__)
+
+PUREPYTHON_ENV = "PLACEMENT_NATIVE_PUREPYTHON"
+
+
+def _load() -> tuple[str, ModuleType | None]:
+    if os.environ.get(PUREPYTHON_ENV, "") not in ("", "0"):
+        logger.debug("%s is set: using the pure-Python backend", PUREPYTHON_ENV)
+        return "purepython", None
+    try:
+        from . import _native
+    except ImportError as exc:
+        logger.debug("compiled extension unavailable (%s): using the pure-Python backend", exc)
+        return "purepython", None
+    built_for = _native.ffi.string(_native.lib.placement_native_version()).decode()
+    _verify_version(built_for)
+    return "cffi", _native
+
+
+def _verify_version(built_for: str) -> None:
+    if built_for != __version__:
+        raise BackendMismatchError(
+            f"placement_native._native was built for version {built_for!r} but the package "
+            f"is {__version__!r}; reinstall placement-native to rebuild the extension "
+            f"(or set {PUREPYTHON_ENV}=1 to use the pure-Python backend)"
+        )
+
+
+BACKEND, native_module = _load()

@@ -1,0 +1,195 @@
+"""Facts about this host that need no NVML: hostname, primary IP, CPUs, NUMA nodes, and the
+sysfs view of a PCI device's NUMA node and local CPUs.
+
+Nothing here sends a packet: the primary IP is the address of the interface that holds
+the default route (read from ``/proc/net/route``, address via ``SIOCGIFADDR``), else an
+address the hostname resolves to, else loopback.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import ipaddress
+import logging
+import os
+import re
+import socket
+import struct
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = [
+    "cpu_count",
+    "cpulist_from_mask",
+    "format_cpulist",
+    "hostname",
+    "numa_node_count",
+    "parse_cpulist",
+    "pci_sysfs_affinity",
+    "primary_ip",
+]
+
+logger = logging.getLogger(__name__)
+
+ROUTE_FILE = Path("/proc/net/route")
+SYSFS = Path("/sys")
+
+_SIOCGIFADDR = 0x8915
+_RTF_UP = 0x1
+_NVML_BUS_ID = re.compile(
+    r"^(?P<domain>[0-9a-fA-F]{1,8}):(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})\.(?P<fn>[0-7])$"
+)
+
+
+def hostname() -> str:
+    """This host's name as the kernel knows it."""
+    return socket.gethostname()
+
+
+def cpu_count() -> int:
+    """Logical CPUs of the node (not just those this process may use)."""
+    return os.cpu_count() or 1
+
+
+def numa_node_count(sysfs: Path | None = None) -> int:
+    """NUMA nodes the kernel reports; 1 where it reports none."""
+    node_dir = (sysfs or SYSFS) / "devices" / "system" / "node"
+    try:
+        nodes = [p for p in node_dir.iterdir() if re.fullmatch(r"node\d+", p.name)]
+    except OSError:
+        return 1
+    return max(1, len(nodes))
+
+
+def default_route_interface(route_file: Path | None = None) -> str | None:
+    """The interface of the IPv4 default route with the lowest metric, or None."""
+    path = route_file or ROUTE_FILE
+    try:
+        lines = path.read_text(encoding="ascii", errors="replace").splitlines()
+    except OSError:
+        return None
+    best: tuple[int, str] | None = None
+    for line in lines[1:]:
+        fields = line.split()
+        if len(fields) < 8:
+            continue
+        iface, destination, flags, metric, mask = fields[0], fields[1], fields[3], fields[6], fields[7]
+        try:
+            if int(destination, 16) or int(mask, 16) or not int(flags, 16) & _RTF_UP:
+                continue
+            candidate = (int(metric), iface)
+        except ValueError:
+            continue
+        if best is None or candidate < best:
+            best = candidate
+    return best[1] if best else None
+
+
+def interface_ipv4(iface: str) -> str | None:
+    """The IPv4 address of a network interface (``SIOCGIFADDR``), or None."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            packed = struct.pack("256s", iface.encode()[:15])
+            answer = fcntl.ioctl(sock.fileno(), _SIOCGIFADDR, packed)
+    except OSError:
+        return None
+    return socket.inet_ntoa(answer[20:24])
+
+
+def hostname_address(name: str) -> str | None:
+    """A non-loopback address the hostname resolves to (IPv4 preferred), or None."""
+    try:
+        infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return None
+    addresses = [str(info[4][0]) for info in infos]
+    usable = [a for a in addresses if not ipaddress.ip_address(a.split("%")[0]).is_loopback]
+    usable.sort(key=lambda a: ":" in a)  # IPv4 first, order otherwise kept
+    return usable[0] if usable else None
+
+
+def primary_ip(route_file: Path | None = None, name: str | None = None) -> str:
+    """The node's primary IP without sending a packet.
+
+    The address of the default-route interface; else a non-loopback address of the
+    hostname; else ``127.0.0.1``.
+    """
+    iface = default_route_interface(route_file)
+    if iface is not None:
+        address = interface_ipv4(iface)
+        if address is not None and not address.startswith("127."):
+            return address
+        logger.debug("default-route interface %s has no usable IPv4 address", iface)
+    address = hostname_address(name if name is not None else hostname())
+    return address if address is not None else "127.0.0.1"
+
+
+def parse_cpulist(text: str) -> list[int]:
+    """``"0-3,8,10-11"`` -> ``[0, 1, 2, 3, 8, 10, 11]`` (the kernel's cpulist format)."""
+    cpus: set[int] = set()
+    for item in text.strip().split(","):
+        item = item.strip()
+        if not item:
+            continue
+        low, _, high = item.partition("-")
+        start, end = int(low), int(high or low)
+        if end < start:
+            raise ValueError(f"bad cpu range {item!r} in cpulist {text!r}")
+        cpus.update(range(start, end + 1))
+    return sorted(cpus)
+
+
+def format_cpulist(cpus: Iterable[int]) -> str:
+    """``[0, 1, 2, 3, 8]`` -> ``"0-3,8"``; empty -> ``""``."""
+    ordered = sorted(set(cpus))
+    parts: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def cpulist_from_mask(words: Iterable[int], bits_per_word: int = 64) -> str:
+    """An NVML cpu set (array of bit-mask words, CPU ``k`` = bit ``k % 64`` of word
+    ``k // 64``) as a cpulist string."""
+    cpus = []
+    for w, word in enumerate(words):
+        while word:
+            low = word & -word
+            cpus.append(w * bits_per_word + low.bit_length() - 1)
+            word ^= low
+    return format_cpulist(cpus)
+
+
+def pci_sysfs_affinity(
+    pci_bus_id: str, sysfs: Path | None = None
+) -> tuple[int | None, str | None]:
+    """``(numa_node, local_cpulist)`` of a PCI device from sysfs; None where unknown.
+
+    Args:
+        pci_bus_id: NVML's form, ``00000000:18:00.0`` (sysfs uses a 4-digit domain).
+        sysfs: The sysfs mount point; ``/sys`` by default.
+    """
+    match = _NVML_BUS_ID.match(pci_bus_id.strip())
+    if match is None:
+        return None, None
+    domain = int(match["domain"], 16)
+    name = f"{domain:04x}:{match['bus']}:{match['dev']}.{match['fn']}".lower()
+    device = (sysfs or SYSFS) / "bus" / "pci" / "devices" / name
+    numa: int | None = None
+    cpulist: str | None = None
+    try:
+        value = int((device / "numa_node").read_text().strip())
+        numa = value if value >= 0 else None
+    except (OSError, ValueError):
+        pass
+    try:
+        text = (device / "local_cpulist").read_text().strip()
+        cpulist = format_cpulist(parse_cpulist(text)) or None
+    except (OSError, ValueError):
+        pass
+    return numa, cpulist

@@ -1,0 +1,208 @@
+"""The node snapshot: plain frozen dataclasses and their SPEC 11 JSON form.
+
+``NodeSnapshot.to_dict()`` is the contract with placement-core's inventory reader
+(SPEC 11). Keys of the schema come first and keep their meaning; the extra keys
+(``compute_capability``, ``mig_instances``, ``error``, ``numa_nodes``, ``topology``) are
+additions a reader may ignore.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Accelerator",
+    "Link",
+    "MigInstance",
+    "NodeSnapshot",
+]
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class MigInstance:
+    """One MIG device of a MIG-enabled GPU: its own schedulable accelerator.
+
+    Attributes:
+        index: The MIG device's index on its parent GPU.
+        uuid: ``MIG-...``; what ``CUDA_VISIBLE_DEVICES`` takes to select it.
+        model: NVML's name for it, e.g. ``NVIDIA A100-SXM4-40GB MIG 1g.5gb``.
+        memory_bytes: Memory of the instance.
+        gpu_instance_id: NVML GPU instance id, or None where unsupported.
+        compute_instance_id: NVML compute instance id, or None where unsupported.
+        error: Why a query of this instance failed, or None.
+    """
+
+    index: int
+    uuid: str | None = None
+    model: str | None = None
+    memory_bytes: int | None = None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The instance as a JSON-ready dict."""
+        return {
+            "index": self.index,
+            "uuid": self.uuid,
+            "model": self.model,
+            "memory_bytes": self.memory_bytes,
+            "gpu_instance_id": self.gpu_instance_id,
+            "compute_instance_id": self.compute_instance_id,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Accelerator:
+    """One physical GPU of this node.
+
+    Attributes:
+        index: NVML index (PCI order), the node-local physical index.
+        type: Accelerator vendor type; always ``nvidia`` here.
+        model: Product name (``NVIDIA H100 80GB HBM3``).
+        uuid: ``GPU-...``.
+        pci_bus_id: ``00000000:18:00.0`` (NVML's form, 8-digit domain).
+        memory_bytes: Total framebuffer memory.
+        numa_node: The NUMA node closest to the GPU, or None where the host has no NUMA
+            information.
+        cpu_affinity: The CPUs close to the GPU as a Linux cpu list (``0-55,112-167``).
+        compute_capability: ``(major, minor)``, e.g. ``(9, 0)``.
+        mig: Whether MIG mode is currently enabled.
+        mig_instances: The MIG devices carved out of this GPU (empty unless ``mig``).
+        nvlink_peers: ``(peer index, active link count)`` for every GPU of this node that
+            this one reaches by direct NVLink, ascending by index.
+        nvswitch_links: Active NVLinks that end at an NVSwitch (the NVLink fabric).
+        error: Why this device could not be (fully) queried, e.g.
+            ``nvmlDeviceGetUUID: NVML_ERROR_NO_PERMISSION``; None when all went well.
+    """
+
+    index: int
+    type: str = "nvidia"
+    model: str | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    memory_bytes: int | None = None
+    numa_node: int | None = None
+    cpu_affinity: str | None = None
+    compute_capability: tuple[int, int] | None = None
+    mig: bool = False
+    mig_instances: tuple[MigInstance, ...] = ()
+    nvlink_peers: tuple[tuple[int, int], ...] = ()
+    nvswitch_links: int = 0
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The accelerator as a SPEC 11 accelerator entry (plus the extra keys)."""
+        cc = self.compute_capability
+        return {
+            "index": self.index,
+            "type": self.type,
+            "model": self.model,
+            "uuid": self.uuid,
+            "pci_bus_id": self.pci_bus_id,
+            "memory_bytes": self.memory_bytes,
+            "numa_node": self.numa_node,
+            "cpu_affinity": self.cpu_affinity,
+            "mig": self.mig,
+            "compute_capability": None if cc is None else f"{cc[0]}.{cc[1]}",
+            "mig_instances": [m.to_dict() for m in self.mig_instances],
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """How two GPUs of this node reach each other (``a < b``).
+
+    Attributes:
+        a: Index of the first GPU.
+        b: Index of the second GPU.
+        level: The PCIe path as ``nvidia-smi topo -m`` names it: ``PIX`` (one PCIe
+            switch), ``PXB`` (several switches), ``PHB`` (a host bridge), ``NODE`` (host
+            bridges within a NUMA node), ``SYS`` (across NUMA nodes, SMP interconnect),
+            ``X`` (same board); None when NVML could not tell.
+        nvlinks: Direct NVLinks between the two, or the NVLinks of the narrower of the two
+            to a shared NVSwitch fabric; 0 for none.
+        p2p: Peer-to-peer read status as NVML reports it (``OK``, ``NS``
+            (not supported), ``CNS`` (chipset), ``GNS`` (GPU), ``TNS`` (topology),
+            ``DIS`` (disabled by regkey), ``U`` (unknown)); None when not queried.
+    """
+
+    a: int
+    b: int
+    level: str | None
+    nvlinks: int = 0
+    p2p: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``NV<n>`` for NVLink-connected GPUs, else the PCIe level (``nvidia-smi topo -m``)."""
+        if self.nvlinks:
+            return f"NV{self.nvlinks}"
+        return self.level or "?"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSnapshot:
+    """Everything placement needs to know about this node, read in one go.
+
+    Attributes:
+        hostname: ``socket.gethostname()``.
+        ip: The primary IP: the default-route interface's address, else the hostname's,
+            ``127.0.0.1`` as a last resort. Found without sending a packet.
+        cpus: Logical CPUs of the node.
+        numa_nodes: NUMA nodes of the node (1 where the kernel reports none).
+        accelerators: The node's GPUs by NVML index.
+        links: Pairwise topology for every ``a < b``, in ``(a, b)`` order.
+        driver: The NVIDIA driver version, or None without NVML.
+        source: Which backend read NVML: ``nvml-cffi`` or ``nvml-pynvml``.
+        nvml_error: Why NVML gave nothing (library missing, init failed), or None.
+    """
+
+    hostname: str
+    ip: str
+    cpus: int
+    numa_nodes: int = 1
+    accelerators: tuple[Accelerator, ...] = ()
+    links: tuple[Link, ...] = ()
+    driver: str | None = None
+    source: str = "nvml-cffi"
+    nvml_error: str | None = None
+
+    def link(self, a: int, b: int) -> Link | None:
+        """The link between GPUs ``a`` and ``b`` (either order), or None if unknown."""
+        lo, hi = min(a, b), max(a, b)
+        for link in self.links:
+            if link.a == lo and link.b == hi:
+                return link
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The snapshot in the SPEC 11 schema (``schema: 1``), ready for ``json.dumps``."""
+        return {
+            "schema": SCHEMA_VERSION,
+            "hostname": self.hostname,
+            "ip": self.ip,
+            "cpus": self.cpus,
+            "numa_nodes": self.numa_nodes,
+            "accelerators": [acc.to_dict() for acc in self.accelerators],
+            "links": [[link.a, link.b, link.label] for link in self.links],
+            "topology": [
+                {"a": link.a, "b": link.b, "level": link.level, "nvlinks": link.nvlinks,
+                 "p2p": link.p2p}
+                for link in self.links
+            ],
+            "driver": self.driver,
+            "source": self.source,
+            "nvml_error": self.nvml_error,
+        }
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        """``to_dict()`` as JSON text."""
+        return json.dumps(self.to_dict(), indent=indent)

@@ -1,0 +1,194 @@
+"""Exceptions raised by placement-native.
+
+Hierarchy::
+
+    NativeError                         root; never raised directly
+    ├── NVMLError (RuntimeError)        an NVML call failed; ``.code`` and ``.function``
+    │   ├── NVMLLibraryNotFoundError    libnvidia-ml could not be loaded
+    │   ├── NVMLFunctionNotFoundError   a required NVML symbol is missing from the library
+    │   ├── NVMLUninitializedError      NVML_ERROR_UNINITIALIZED
+    │   ├── NVMLNotSupportedError       NVML_ERROR_NOT_SUPPORTED
+    │   ├── NVMLNoPermissionError       NVML_ERROR_NO_PERMISSION
+    │   ├── NVMLDriverNotLoadedError    NVML_ERROR_DRIVER_NOT_LOADED
+    │   └── NVMLGpuLostError            NVML_ERROR_GPU_IS_LOST
+    ├── BackendMismatchError (ImportError)
+    │                                   the compiled extension belongs to another version
+    ├── PortError (ValueError)          bad arguments to the port functions
+    └── NoFreePortsError (OSError)      nothing free in the searched range
+
+Every exception pickles (they cross Ray process boundaries): constructor arguments are
+kept and replayed by ``__reduce__``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "BackendMismatchError",
+    "NVMLDriverNotLoadedError",
+    "NVMLError",
+    "NVMLFunctionNotFoundError",
+    "NVMLGpuLostError",
+    "NVMLLibraryNotFoundError",
+    "NVMLNoPermissionError",
+    "NVMLNotSupportedError",
+    "NVMLUninitializedError",
+    "NativeError",
+    "NoFreePortsError",
+    "PortError",
+    "nvml_error_class",
+]
+
+
+class NativeError(Exception):
+    """Root of every placement-native error. Catch this to catch them all."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(
+    cls: type[NativeError], args: tuple[Any, ...], state: dict[str, Any]
+) -> NativeError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
+
+# NVML return codes (nvmlReturn_t in nvml.h) and their names.
+NVML_CODE_NAMES: dict[int, str] = {
+    0: "NVML_SUCCESS",
+    1: "NVML_ERROR_UNINITIALIZED",
+    2: "NVML_ERROR_INVALID_ARGUMENT",
+    3: "NVML_ERROR_NOT_SUPPORTED",
+    4: "NVML_ERROR_NO_PERMISSION",
+    5: "NVML_ERROR_ALREADY_INITIALIZED",
+    6: "NVML_ERROR_NOT_FOUND",
+    7: "NVML_ERROR_INSUFFICIENT_SIZE",
+    8: "NVML_ERROR_INSUFFICIENT_POWER",
+    9: "NVML_ERROR_DRIVER_NOT_LOADED",
+    10: "NVML_ERROR_TIMEOUT",
+    11: "NVML_ERROR_IRQ_ISSUE",
+    12: "NVML_ERROR_LIBRARY_NOT_FOUND",
+    13: "NVML_ERROR_FUNCTION_NOT_FOUND",
+    14: "NVML_ERROR_CORRUPTED_INFOROM",
+    15: "NVML_ERROR_GPU_IS_LOST",
+    16: "NVML_ERROR_RESET_REQUIRED",
+    17: "NVML_ERROR_OPERATING_SYSTEM",
+    18: "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+    19: "NVML_ERROR_IN_USE",
+    20: "NVML_ERROR_MEMORY",
+    21: "NVML_ERROR_NO_DATA",
+    22: "NVML_ERROR_VGPU_ECC_NOT_ENABLED",
+    23: "NVML_ERROR_INSUFFICIENT_RESOURCES",
+    24: "NVML_ERROR_FREQ_NOT_SUPPORTED",
+    25: "NVML_ERROR_ARGUMENT_VERSION_MISMATCH",
+    26: "NVML_ERROR_DEPRECATED",
+    27: "NVML_ERROR_NOT_READY",
+    28: "NVML_ERROR_GPU_NOT_FOUND",
+    29: "NVML_ERROR_INVALID_STATE",
+    999: "NVML_ERROR_UNKNOWN",
+}
+
+
+class NVMLError(NativeError, RuntimeError):
+    """An NVML call failed.
+
+    Attributes:
+        code: The ``nvmlReturn_t`` value (e.g. 4 for ``NVML_ERROR_NO_PERMISSION``).
+        function: The NVML function that returned it (e.g. ``nvmlDeviceGetUUID``).
+        detail: Extra context (the device index, the library path), or an empty string.
+    """
+
+    code_value: ClassVar[int | None] = None
+
+    def __init__(self, code: int, function: str, detail: str = "") -> None:
+        self.code = code
+        self.function = function
+        self.detail = detail
+        super().__init__(code, function, detail)
+
+    @property
+    def code_name(self) -> str:
+        """The symbolic name of ``code`` (``NVML_ERROR_NO_PERMISSION``)."""
+        return NVML_CODE_NAMES.get(self.code, f"NVML_ERROR_{self.code}")
+
+    def __str__(self) -> str:
+        extra = f" ({self.detail})" if self.detail else ""
+        return f"{self.function} failed: {self.code_name} [{self.code}]{extra}"
+
+
+class NVMLUninitializedError(NVMLError):
+    """NVML was used before ``nvmlInit`` succeeded."""
+
+    code_value = 1
+
+
+class NVMLNotSupportedError(NVMLError):
+    """The device or driver does not support the query."""
+
+    code_value = 3
+
+
+class NVMLNoPermissionError(NVMLError):
+    """The caller may not query this device."""
+
+    code_value = 4
+
+
+class NVMLDriverNotLoadedError(NVMLError):
+    """The NVIDIA kernel driver is not loaded."""
+
+    code_value = 9
+
+
+class NVMLLibraryNotFoundError(NVMLError):
+    """libnvidia-ml could not be loaded (no driver installed, or a bad override path)."""
+
+    code_value = 12
+
+
+class NVMLFunctionNotFoundError(NVMLError):
+    """A required NVML symbol is missing from the loaded library (a very old driver)."""
+
+    code_value = 13
+
+
+class NVMLGpuLostError(NVMLError):
+    """The GPU fell off the bus or is otherwise inaccessible."""
+
+    code_value = 15
+
+
+_BY_CODE: dict[int, type[NVMLError]] = {
+    cls.code_value: cls
+    for cls in (
+        NVMLUninitializedError,
+        NVMLNotSupportedError,
+        NVMLNoPermissionError,
+        NVMLDriverNotLoadedError,
+        NVMLLibraryNotFoundError,
+        NVMLFunctionNotFoundError,
+        NVMLGpuLostError,
+    )
+    if cls.code_value is not None
+}
+
+
+def nvml_error_class(code: int) -> type[NVMLError]:
+    """The most specific NVMLError subclass for an NVML return code."""
+    return _BY_CODE.get(code, NVMLError)
+
+
+class BackendMismatchError(NativeError, ImportError):
+    """The compiled extension was built for another version of the package."""
+
+
+class PortError(NativeError, ValueError):
+    """Bad arguments to ``reserve_ports`` / ``find_free_ports`` (count, range, host)."""
+
+
+class NoFreePortsError(NativeError, OSError):
+    """No free port (or run of consecutive ports) exists in the searched range."""
