@@ -1,0 +1,163 @@
+"""The environment of a worker (SPEC 8) and the per-vendor visibility table.
+
+Each accelerator type hides the other devices of a node with its own variable; Ray sets
+that variable itself unless the matching ``RAY_EXPERIMENTAL_NOSET_*`` variable is set,
+so the planner sets both. The names follow Ray's accelerator managers
+(``ray/_private/accelerators/*.py``). Intel is special: ``ONEAPI_DEVICE_SELECTOR`` takes
+a backend-qualified list (``level_zero:0,1``), and Ray 2.5x/2.6x masks Intel GPUs with
+``ZE_AFFINITY_MASK`` instead (older Ray used the selector), so both of Ray's opt-outs are
+set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from .errors import PlacementRuleError
+from .records import Placement
+
+__all__ = [
+    "RANK_ENV_VARS",
+    "RESERVED_ENV_VARS",
+    "VISIBILITY_ENV_VARS",
+    "Visibility",
+    "check_user_env",
+    "visibility_env",
+    "worker_env",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Visibility:
+    """How one accelerator type is hidden from a process.
+
+    Attributes:
+        env_var: The variable listing the visible devices.
+        noset_env_vars: Variables that stop Ray from overwriting it.
+        prefix: Text before the comma-separated ids (``level_zero:`` for Intel).
+    """
+
+    env_var: str
+    noset_env_vars: tuple[str, ...]
+    prefix: str = ""
+
+    def value(self, ids: Iterable[int]) -> str:
+        """The variable's value for the given node-local device ids."""
+        return self.prefix + ",".join(str(i) for i in ids)
+
+
+_CUDA = Visibility("CUDA_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES",))
+
+#: Accelerator type -> how to set its visible devices.
+VISIBILITY_ENV_VARS: Mapping[str, Visibility] = MappingProxyType(
+    {
+        "nvidia": _CUDA,
+        "kunlun": _CUDA,
+        "amd": Visibility("HIP_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES",)),
+        "ascend": Visibility(
+            "ASCEND_RT_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",)
+        ),
+        "intel": Visibility(
+            "ONEAPI_DEVICE_SELECTOR",
+            (
+                "RAY_EXPERIMENTAL_NOSET_ONEAPI_DEVICE_SELECTOR",
+                "RAY_EXPERIMENTAL_NOSET_ZE_AFFINITY_MASK",
+            ),
+            prefix="level_zero:",
+        ),
+        "musa": Visibility(
+            "MUSA_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_MUSA_VISIBLE_DEVICES",)
+        ),
+    }
+)
+
+#: Rank and rendezvous variables every worker gets.
+RANK_ENV_VARS: frozenset[str] = frozenset(
+    {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK"}
+    | {"MASTER_ADDR", "MASTER_PORT"}
+)
+
+#: Variables the planner owns; user ``env_vars`` may not set them.
+RESERVED_ENV_VARS: frozenset[str] = RANK_ENV_VARS | frozenset(
+    name
+    for visibility in VISIBILITY_ENV_VARS.values()
+    for name in (visibility.env_var, *visibility.noset_env_vars)
+)
+
+
+def visibility_env(accelerator_type: str | None, ids: Sequence[int]) -> dict[str, str]:
+    """The visibility variable (and Ray opt-outs) for ``ids`` of ``accelerator_type``.
+
+    Returns an empty dict for ``None`` (no accelerators).
+
+    Raises:
+        PlacementRuleError: An accelerator type with no known visibility variable.
+    """
+    if accelerator_type is None:
+        return {}
+    visibility = VISIBILITY_ENV_VARS.get(accelerator_type.lower())
+    if visibility is None:
+        known = ", ".join(sorted(VISIBILITY_ENV_VARS))
+        raise PlacementRuleError(
+            f"no visibility variable is known for accelerator type {accelerator_type!r}; "
+            f"known types: {known}",
+            path="accelerator_type",
+        )
+    env = {visibility.env_var: visibility.value(ids)}
+    env.update(dict.fromkeys(visibility.noset_env_vars, "1"))
+    return env
+
+
+def check_user_env(env_vars: Mapping[str, str], *, path: str | None = None) -> None:
+    """Reject user variables that would override the planner's own.
+
+    Raises:
+        PlacementRuleError: A reserved variable is set (the message names it).
+    """
+    clashes = sorted(k for k in env_vars if k in RESERVED_ENV_VARS)
+    if clashes:
+        raise PlacementRuleError(
+            f"env_vars may not set {', '.join(clashes)}: the planner sets "
+            f"{'it' if len(clashes) == 1 else 'them'} for every worker",
+            path=path,
+        )
+
+
+def worker_env(
+    placement: Placement,
+    *,
+    world_size: int,
+    master_addr: str,
+    master_port: int | None = None,
+    user_env: Mapping[str, str] | None = None,
+    path: str | None = None,
+) -> dict[str, str]:
+    """The environment of the worker of ``placement`` (SPEC 8).
+
+    Sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` (the device index inside the process:
+    0 when isolating, the first assigned accelerator's position among the visible ones
+    otherwise, -1 without accelerators), ``LOCAL_WORLD_SIZE``, ``NODE_RANK`` (the
+    placement node rank), ``MASTER_ADDR``, ``MASTER_PORT`` (only when given) and the
+    accelerator type's visibility variable with Ray's opt-outs, on top of ``user_env``
+    (the env_vars of the placement's node group on its node).
+
+    Raises:
+        PlacementRuleError: ``user_env`` sets a reserved variable.
+    """
+    env: dict[str, str] = {}
+    if user_env:
+        check_user_env(user_env, path=path)
+        env.update(user_env)
+    env["RANK"] = str(placement.rank)
+    env["WORLD_SIZE"] = str(world_size)
+    env["LOCAL_RANK"] = str(placement.device_index)
+    env["LOCAL_WORLD_SIZE"] = str(placement.local_world_size)
+    env["NODE_RANK"] = str(placement.placement_node_rank)
+    env["MASTER_ADDR"] = master_addr
+    if master_port is not None:
+        env["MASTER_PORT"] = str(master_port)
+    if placement.visible_accelerators:
+        env.update(visibility_env(placement.accelerator_type, placement.visible_accelerators))
+    return env

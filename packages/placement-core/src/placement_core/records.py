@@ -1,0 +1,217 @@
+"""The placement record (SPEC 7) and the fast path that builds many of them.
+
+A :class:`Placement` is a frozen, slotted dataclass. Plans hold up to millions of them,
+so :func:`build_placements` avoids the dataclass ``__init__`` (one
+``object.__setattr__`` per field): it fills a layout-identical mutable twin and then
+switches the object's class, and pauses the cyclic garbage collector while it
+allocates (each full collection would walk every record built so far).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+
+from .inventory import Inventory
+from .rules import Entry
+from .spaces import SpaceKind
+
+__all__ = ["Placement", "build_placements"]
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where one process of a component runs.
+
+    Attributes:
+        rank: The process rank within its component, ``0 .. N-1``.
+        node_rank: The node's rank in the cluster.
+        node_id: The node's identity (Ray node id live; ``node-<rank>`` offline).
+        placement_node_rank: Index of the node among the distinct nodes the component
+            uses, in rank order.
+        local_rank: Index of the process among the component's processes on its node.
+        local_world_size: How many of the component's processes share its node.
+        hardware_ranks: Node-local indices of the assigned resources (GPU ids, robot
+            ids); empty for node placements.
+        visible_accelerators: Node-local accelerator ids the process may see: its own
+            when isolating an accelerator space, else all of the node's.
+        local_accelerator_rank: The first assigned accelerator id; for node and
+            hardware placements the node's first accelerator; -1 on a node without
+            accelerators.
+        accelerator_type: ``nvidia``, ``amd``, ``ascend``, ``intel``, ``musa``,
+            ``kunlun``, ... or None when the process sees no accelerator.
+        node_group: Label of the group the resource belongs to.
+        isolate_accelerator: Whether the process's other devices are hidden.
+        hardware_type: The hardware type (``Franka``) when ``hardware_ranks`` are
+            hardware devices; None for accelerator and node placements.
+    """
+
+    rank: int
+    node_rank: int
+    node_id: str
+    placement_node_rank: int
+    local_rank: int
+    local_world_size: int
+    hardware_ranks: tuple[int, ...]
+    visible_accelerators: tuple[int, ...]
+    local_accelerator_rank: int
+    accelerator_type: str | None
+    node_group: str
+    isolate_accelerator: bool
+    hardware_type: str | None = None
+
+    @property
+    def device_index(self) -> int:
+        """The index of the first assigned accelerator inside the process (``LOCAL_RANK``).
+
+        0 when isolating; otherwise the position of ``local_accelerator_rank`` among the
+        visible accelerators (its id when a node's accelerators are numbered ``0..n-1``);
+        -1 when the process has no accelerator.
+        """
+        if self.local_accelerator_rank < 0:
+            return -1
+        try:
+            return self.visible_accelerators.index(self.local_accelerator_rank)
+        except ValueError:
+            return self.local_accelerator_rank
+
+
+class _Twin:
+    """Mutable, layout-identical twin of :class:`Placement`: fills the slots, then
+    becomes a Placement (``__class__`` assignment is allowed between equal layouts)."""
+
+    __slots__ = Placement.__slots__
+
+    def __init__(
+        self,
+        rank: int,
+        node_rank: int,
+        node_id: str,
+        placement_node_rank: int,
+        local_rank: int,
+        local_world_size: int,
+        hardware_ranks: tuple[int, ...],
+        visible_accelerators: tuple[int, ...],
+        local_accelerator_rank: int,
+        accelerator_type: str | None,
+        node_group: str,
+        isolate_accelerator: bool,
+        hardware_type: str | None,
+    ) -> None:
+        self.rank = rank
+        self.node_rank = node_rank
+        self.node_id = node_id
+        self.placement_node_rank = placement_node_rank
+        self.local_rank = local_rank
+        self.local_world_size = local_world_size
+        self.hardware_ranks = hardware_ranks
+        self.visible_accelerators = visible_accelerators
+        self.local_accelerator_rank = local_accelerator_rank
+        self.accelerator_type = accelerator_type
+        self.node_group = node_group
+        self.isolate_accelerator = isolate_accelerator
+        self.hardware_type = hardware_type
+        self.__class__ = Placement  # type: ignore[assignment]
+
+
+if tuple(f.name for f in fields(Placement)) != Placement.__slots__:  # pragma: no cover
+    raise RuntimeError("Placement's slots must follow its field order for the fast builder")
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def build_placements(
+    entries: Sequence[Entry], inventory: Inventory, *, isolate_accelerator: bool = True
+) -> tuple[Placement, ...]:
+    """Turn resolved entries (rank order) into placement records.
+
+    Args:
+        entries: ``(count, run, local_ids)`` groups from rule resolution or a strategy.
+        inventory: The nodes the runs refer to.
+        isolate_accelerator: Whether accelerator placements hide the node's other
+            accelerators.
+
+    Returns:
+        One placement per process, by rank; equal tuples are shared between records.
+    """
+    nodes = inventory.nodes
+    counts: dict[int, int] = {}
+    for count, run, _ in entries:
+        counts[run.node_rank] = counts.get(run.node_rank, 0) + count
+    placement_rank = {node_rank: i for i, node_rank in enumerate(counts)}
+    next_local = dict.fromkeys(counts, 0)
+    node_view: dict[int, tuple[str, tuple[int, ...], str | None, int]] = {}
+    visible_ids: dict[tuple[int, ...], tuple[int, ...]] = {}
+    out: list[Placement] = []
+    append = out.append
+    make: Callable[..., Placement] = _Twin  # type: ignore[assignment]
+    accelerator_kind = SpaceKind.ACCELERATOR
+    hardware_kind = SpaceKind.HARDWARE
+    empty: tuple[int, ...] = ()
+    rank = 0
+    with _gc_paused():
+        for count, run, ids in entries:
+            node_rank = run.node_rank
+            view = node_view.get(node_rank)
+            if view is None:
+                node = nodes[node_rank]
+                all_ids = node.accelerator_ids
+                all_ids = visible_ids.setdefault(all_ids, all_ids)
+                view = (
+                    node.node_id,
+                    all_ids,
+                    node.accelerator_type,
+                    all_ids[0] if all_ids else -1,
+                )
+                node_view[node_rank] = view
+            node_id, all_ids, accelerator_type, first_accelerator = view
+            kind = run.kind
+            if kind is accelerator_kind:
+                isolate = isolate_accelerator
+                hardware_ranks = ids
+                visible = ids if isolate else all_ids
+                local_accelerator = ids[0]
+                hardware_type = None
+            else:
+                isolate = False
+                hardware_ranks = ids if kind is hardware_kind else empty
+                visible = all_ids
+                local_accelerator = first_accelerator
+                hardware_type = run.resource_type if kind is hardware_kind else None
+            local = next_local[node_rank]
+            next_local[node_rank] = local + count
+            placement_node = placement_rank[node_rank]
+            world = counts[node_rank]
+            shown_type = accelerator_type if visible else None
+            group = run.group
+            for j in range(count):
+                append(
+                    make(
+                        rank + j,
+                        node_rank,
+                        node_id,
+                        placement_node,
+                        local + j,
+                        world,
+                        hardware_ranks,
+                        visible,
+                        local_accelerator,
+                        shown_type,
+                        group,
+                        isolate,
+                        hardware_type,
+                    )
+                )
+            rank += count
+    return tuple(out)
