@@ -1,0 +1,187 @@
+"""Discover every node of a Ray cluster by running the native snapshot ON that node.
+
+One tiny task per node, pinned with hard node affinity (``soft=False``), takes the node's
+placement-native snapshot (SPEC 11) and reads the node-rank variables from the node's
+environment. The results, ordered by ``order.order_nodes``, become core's ``Inventory``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from placement_core.inventory import Accelerator, Inventory, Node
+
+from ._rayapi import alive_nodes
+from .errors import ClusterError
+from .order import NODE_RANK_ENV_VARS, NodeFacts, order_nodes
+
+__all__ = [
+    "accelerators_from_snapshot",
+    "build_inventory",
+    "discover_inventory",
+    "discover_nodes",
+    "node_report",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def node_report() -> dict[str, Any]:
+    """What one node says about itself; runs inside the node's probe task.
+
+    Returns:
+        ``{"hostname", "env", "snapshot", "snapshot_error"}``: the native snapshot as a
+        SPEC 11 dict (None where placement-native is missing or failed, with the reason).
+    """
+    snapshot: dict[str, Any] | None = None
+    error: str | None = None
+    try:
+        import placement_native
+
+        snapshot = placement_native.snapshot().to_dict()
+    except Exception as exc:  # a node without native or NVML still joins, without facts
+        error = f"{type(exc).__name__}: {exc}"
+    return {
+        "hostname": socket.gethostname(),
+        "env": {k: os.environ[k] for k in NODE_RANK_ENV_VARS if k in os.environ},
+        "snapshot": snapshot,
+        "snapshot_error": error,
+    }
+
+
+_node_report_task = ray.remote(num_cpus=0, max_retries=0)(node_report)
+
+
+def discover_nodes(
+    node_ids: Sequence[str] | None = None, *, timeout_s: float = 120.0
+) -> list[NodeFacts]:
+    """Run ``node_report`` on every given node (all live nodes by default), concurrently.
+
+    Args:
+        node_ids: Ray node ids to discover; None means every live node.
+        timeout_s: How long to wait for all reports.
+
+    Returns:
+        One ``NodeFacts`` per node, in the order of ``node_ids`` (or Ray's node table).
+
+    Raises:
+        ClusterError: a node is not alive, or did not report within ``timeout_s``.
+    """
+    alive = {n["NodeID"]: n for n in alive_nodes()}
+    wanted = list(alive) if node_ids is None else list(node_ids)
+    dead = [n for n in wanted if n not in alive]
+    if dead:
+        raise ClusterError(f"cannot discover nodes that are not alive: {', '.join(dead)}")
+    refs = [
+        _node_report_task.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
+            name=f"placement-node-report-{node_id[:8]}",
+        ).remote()
+        for node_id in wanted
+    ]
+    _, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+    if pending:
+        late = [wanted[i] for i, ref in enumerate(refs) if ref in set(pending)]
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        raise ClusterError(
+            f"{len(late)} of {len(wanted)} nodes did not report within {timeout_s:g}s: "
+            f"{', '.join(late)} (is the node overloaded, or is its Python environment broken?)"
+        )
+    driver = ray.get_runtime_context().get_node_id()
+    facts = []
+    for node_id, report in zip(wanted, ray.get(refs), strict=True):
+        info = alive[node_id]
+        if report["snapshot_error"]:
+            logger.debug("node %s has no snapshot: %s", node_id, report["snapshot_error"])
+        facts.append(
+            NodeFacts(
+                node_id=node_id,
+                ip=str(info.get("NodeManagerAddress", "")),
+                hostname=str(report["hostname"] or info.get("NodeManagerHostname", "")),
+                labels=dict(info.get("Labels") or {}),
+                env=dict(report["env"]),
+                resources=dict(info.get("Resources") or {}),
+                snapshot=report["snapshot"],
+                is_driver=node_id == driver,
+            )
+        )
+    return facts
+
+
+def accelerators_from_snapshot(
+    snapshot: Mapping[str, Any] | None, ray_gpus: float = 0.0
+) -> tuple[Accelerator, ...]:
+    """A node's accelerators: from its snapshot, else Ray's logical ``GPU`` count.
+
+    Args:
+        snapshot: The node's SPEC 11 snapshot, or None.
+        ray_gpus: The node's total ``GPU`` resource in Ray.
+
+    Returns:
+        The snapshot's accelerators when it lists any; otherwise ``int(ray_gpus)``
+        accelerators of type ``nvidia`` with unknown model (a simulated or NVML-less node).
+    """
+    listed = (snapshot or {}).get("accelerators") or []
+    if listed:
+        return tuple(
+            Accelerator(
+                index=int(a["index"]),
+                type=str(a.get("type") or "nvidia"),
+                model=a.get("model"),
+                uuid=a.get("uuid"),
+                pci_bus_id=a.get("pci_bus_id"),
+                memory_bytes=a.get("memory_bytes"),
+                numa_node=a.get("numa_node"),
+                cpu_affinity=a.get("cpu_affinity"),
+            )
+            for a in listed
+        )
+    return tuple(Accelerator(index=i, type="nvidia") for i in range(int(ray_gpus)))
+
+
+def build_inventory(ordered: Sequence[NodeFacts]) -> Inventory:
+    """Core's inventory from nodes already in rank order (``Node.node_id`` = Ray node id)."""
+    nodes = []
+    for rank, facts in enumerate(ordered):
+        ray_gpus = float(facts.resources.get("GPU", 0.0))
+        accelerators = accelerators_from_snapshot(facts.snapshot, ray_gpus)
+        if facts.snapshot and accelerators and len(accelerators) != int(ray_gpus):
+            logger.warning(
+                "node %d (%s): NVML sees %d GPUs but Ray manages %g; Ray can only reserve "
+                "the ones it manages",
+                rank,
+                facts.node_id,
+                len(accelerators),
+                ray_gpus,
+            )
+        snapshot_cpus = (facts.snapshot or {}).get("cpus")
+        cpus = int(snapshot_cpus) if snapshot_cpus else int(facts.resources.get("CPU", 0))
+        nodes.append(
+            Node(
+                rank=rank,
+                node_id=facts.node_id,
+                hostname=facts.hostname or None,
+                ip=facts.ip or None,
+                cpus=cpus,
+                accelerators=accelerators,
+            )
+        )
+    return Inventory(tuple(nodes))
+
+
+def discover_inventory(
+    node_ids: Sequence[str] | None = None, *, timeout_s: float = 120.0
+) -> tuple[Inventory, list[NodeFacts], list[str]]:
+    """Discover, order and build: ``(inventory, facts in rank order, warnings)``."""
+    ordered, warnings = order_nodes(discover_nodes(node_ids, timeout_s=timeout_s))
+    for warning in warnings:
+        logger.warning("%s", warning)
+    return build_inventory(ordered), ordered, warnings

@@ -1,0 +1,168 @@
+"""Exceptions raised by placement-ray.
+
+Hierarchy::
+
+    PlacementRayError                        root; never raised directly
+    ├── ArgumentError (ValueError)           a bad argument: names it, its value, what fits
+    ├── ClusterError (RuntimeError)          cannot connect, or connected to the wrong
+    │   │                                    cluster / namespace
+    │   └── ForeignClusterError              the Ray cluster is not the one this job runs on
+    ├── NodesNotReadyError (TimeoutError)    fewer nodes than asked for came up in time
+    ├── NodeOrderError (ValueError)          node-rank labels / env vars are missing on some
+    │                                        nodes, repeat, or are not exactly 0..n-1
+    ├── InfeasiblePlacementGroupError (ValueError)
+    │                                        a placement group that no node set can ever hold
+    ├── PlacementGroupTimeoutError (TimeoutError)
+    │                                        a placement group was not placed in time; lists
+    │                                        every unplaced bundle and every node's resources
+    ├── ProbeError (RuntimeError)            learning a bundle's physical GPU failed
+    └── NodeLostError (RuntimeError)         nodes died under a running job; lists the
+                                             affected bundles / workers by rank, node, GPUs
+
+Every exception pickles (they cross Ray process boundaries): the message and the
+attributes are kept in ``__dict__`` and replayed by ``__reduce__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "ArgumentError",
+    "ClusterError",
+    "ForeignClusterError",
+    "InfeasiblePlacementGroupError",
+    "NodeLostError",
+    "NodeOrderError",
+    "NodesNotReadyError",
+    "PlacementGroupTimeoutError",
+    "PlacementRayError",
+    "ProbeError",
+]
+
+
+class PlacementRayError(Exception):
+    """Root of every placement-ray error. Catch this to catch them all.
+
+    Attributes:
+        message: The full message.
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), dict(self.__dict__)))
+
+
+def _rebuild(cls: type[PlacementRayError], state: dict[str, Any]) -> PlacementRayError:
+    error = cls.__new__(cls)
+    error.__dict__.update(state)
+    Exception.__init__(error, state.get("message", ""))
+    return error
+
+
+class ArgumentError(PlacementRayError, ValueError):
+    """A bad argument to a placement-ray function; the message names it and its value."""
+
+
+class ClusterError(PlacementRayError, RuntimeError):
+    """Connecting to, starting or attaching to a Ray cluster failed."""
+
+
+class ForeignClusterError(ClusterError):
+    """The Ray cluster reached is not the one this job was started on.
+
+    Attributes:
+        expected: The cluster id the job recorded (``PLACEMENT_CLUSTER_ID``).
+        found: The cluster id of the cluster actually reached.
+    """
+
+    def __init__(self, message: str, *, expected: str, found: str) -> None:
+        self.expected = expected
+        self.found = found
+        super().__init__(message)
+
+
+class NodesNotReadyError(PlacementRayError, TimeoutError):
+    """Fewer than the requested number of nodes registered before the timeout.
+
+    Attributes:
+        expected: How many nodes were asked for.
+        alive: How many were up when the wait gave up.
+        missing_ranks: Node ranks known to be missing (from node-rank labels), else empty.
+    """
+
+    def __init__(
+        self, message: str, *, expected: int, alive: int, missing_ranks: Sequence[int] = ()
+    ) -> None:
+        self.expected = expected
+        self.alive = alive
+        self.missing_ranks = tuple(missing_ranks)
+        super().__init__(message)
+
+
+class NodeOrderError(PlacementRayError, ValueError):
+    """Node ranks given by labels or env vars are partial, repeated or not ``0..n-1``."""
+
+
+class InfeasiblePlacementGroupError(PlacementRayError, ValueError):
+    """A placement group that the cluster's nodes can never hold, whatever else finishes.
+
+    Attributes:
+        problems: One line per reason (a bundle too big for any node, too few nodes, ...).
+    """
+
+    def __init__(self, message: str, *, problems: Sequence[str] = ()) -> None:
+        self.problems = tuple(problems)
+        super().__init__(message)
+
+
+class PlacementGroupTimeoutError(PlacementRayError, TimeoutError):
+    """A feasible placement group was not placed before the timeout; it has been removed.
+
+    Attributes:
+        unplaced: ``(bundle index, bundle resources)`` of every bundle without a node.
+        nodes: Per node (by node id): its rank, labels, and available / total resources.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        unplaced: Sequence[tuple[int, Mapping[str, float]]] = (),
+        nodes: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        self.unplaced = tuple((i, dict(b)) for i, b in unplaced)
+        self.nodes = {k: dict(v) for k, v in (nodes or {}).items()}
+        super().__init__(message)
+
+
+class ProbeError(PlacementRayError, RuntimeError):
+    """A probe task that reads a bundle's physical GPU id failed or timed out."""
+
+
+class NodeLostError(PlacementRayError, RuntimeError):
+    """Nodes that a running job uses have died.
+
+    Attributes:
+        dead_nodes: ``(node rank, node id)`` of every lost node.
+        affected: One entry per affected bundle / worker: a mapping with ``role``,
+            ``rank``, ``bundle_index``, ``node_rank``, ``node_id`` and ``gpu_ids``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        dead_nodes: Sequence[tuple[int, str]] = (),
+        affected: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        self.dead_nodes = tuple(dead_nodes)
+        self.affected = tuple(dict(a) for a in affected)
+        super().__init__(message)

@@ -1,0 +1,394 @@
+"""Placement groups: create (checked, pinned, with a timeout), then order bundles.
+
+Bundle -> node comes from Ray's placement-group table. Bundle -> physical GPU is known
+without any probe where the group holds every GPU of a node with whole-GPU bundles (the
+node's bundles, by index, take its GPUs in physical order; workers are given explicit
+visibility lists, so any fixed bijection is right). Elsewhere a tiny fractional task runs
+in each bundle, one at a time per node (per-node waves reuse one warm worker per node),
+and reads the GPU id Ray gave the bundle. Bundles are then ordered by
+(node rank, physical GPU index) so nodes that share an IP are never interleaved.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import ray
+from ray.util.placement_group import (
+    PlacementGroup,
+    placement_group,
+    placement_group_table,
+    remove_placement_group,
+)
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from ._rayapi import alive_nodes, available_per_node, schedulable_resources, shown_resources
+from .errors import PlacementGroupTimeoutError, ProbeError
+from .feasibility import check_feasible, format_resources, validate_bundles
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
+
+__all__ = [
+    "NODE_ID_LABEL",
+    "BundleSlot",
+    "OrderedPlacementGroup",
+    "create_placement_group",
+    "node_totals",
+    "order_bundles",
+    "probe_bundle_gpus",
+    "wait_placement_group",
+]
+
+logger = logging.getLogger(__name__)
+
+NODE_ID_LABEL = "ray.io/node-id"
+"""Label every Ray node carries; pins a bundle to a node even where nodes share an IP."""
+
+
+@dataclass(frozen=True, slots=True)
+class BundleSlot:
+    """Where one bundle of a placement group landed.
+
+    Attributes:
+        index: The bundle's index in the placement group.
+        node_rank: Rank of its node in the cluster's node order.
+        node_id: Ray node id of its node.
+        gpu_ids: Physical indices (on that node) of the GPUs the bundle holds.
+    """
+
+    index: int
+    node_rank: int
+    node_id: str
+    gpu_ids: tuple[int, ...]
+
+    @property
+    def gpu_id(self) -> int:
+        """The bundle's first physical GPU index, or -1 for a bundle without GPUs."""
+        return self.gpu_ids[0] if self.gpu_ids else -1
+
+
+@dataclass(frozen=True, slots=True)
+class OrderedPlacementGroup:
+    """A ready placement group and its bundles ordered by (node rank, physical GPU).
+
+    Attributes:
+        pg: The Ray placement group.
+        slots: Every bundle, ordered by (node rank, first physical GPU, bundle index).
+        probed: How many bundles needed a probe task to learn their GPUs.
+    """
+
+    pg: PlacementGroup
+    slots: tuple[BundleSlot, ...]
+    probed: int = 0
+
+    @property
+    def bundle_indices(self) -> tuple[int, ...]:
+        """Bundle indices in order: position r holds the bundle for rank r."""
+        return tuple(s.index for s in self.slots)
+
+    @property
+    def node_ranks(self) -> tuple[int, ...]:
+        """Node rank of each ordered bundle."""
+        return tuple(s.node_rank for s in self.slots)
+
+    @property
+    def gpu_ids(self) -> tuple[int, ...]:
+        """First physical GPU index of each ordered bundle (-1 where none)."""
+        return tuple(s.gpu_id for s in self.slots)
+
+    def remove(self) -> None:
+        """Remove the placement group (its actors and tasks are killed by Ray)."""
+        remove_placement_group(self.pg)
+
+
+def node_totals(cluster: Cluster) -> list[dict[str, float]]:
+    """Total schedulable resources of each node of the cluster, by rank.
+
+    A node that is dead now counts as having nothing.
+    """
+    alive = {n["NodeID"]: n for n in alive_nodes()}
+    return [
+        schedulable_resources(dict(alive[n.node_id].get("Resources") or {}))
+        if n.node_id in alive
+        else {}
+        for n in cluster.nodes
+    ]
+
+
+def create_placement_group(
+    cluster: Cluster,
+    bundles: Sequence[Mapping[str, float]],
+    *,
+    strategy: str = "PACK",
+    pin_to: Sequence[int | None] | None = None,
+    name: str = "",
+    lifetime: str | None = None,
+    timeout_s: float | None = 60.0,
+    check: bool = True,
+    always_probe: bool = False,
+) -> OrderedPlacementGroup:
+    """Create a placement group, wait for it, and order its bundles.
+
+    Args:
+        cluster: The job's cluster view.
+        bundles: One resource mapping per bundle, e.g. ``{"GPU": 1, "CPU": 1}``.
+        strategy: ``PACK``, ``SPREAD``, ``STRICT_PACK`` or ``STRICT_SPREAD``.
+        pin_to: Per bundle, the node rank it must land on (None: anywhere). Pins use the
+            ``ray.io/node-id`` label, so they hold where nodes share an IP.
+        name: Placement-group name (empty: anonymous).
+        lifetime: None (dies with the job's driver) or ``"detached"``.
+        timeout_s: How long to wait for the group; None waits forever (autoscaling).
+        check: Check feasibility against per-node totals first (turn off where an
+            autoscaler will add nodes).
+        always_probe: Probe every GPU bundle, even where the order is known without.
+
+    Returns:
+        The ready group with its ordered bundles.
+
+    Raises:
+        ArgumentError: a malformed request.
+        InfeasiblePlacementGroupError: the nodes can never hold the group (raised before
+            anything is created).
+        PlacementGroupTimeoutError: not placed within ``timeout_s``; the group is removed.
+        ProbeError: a probe task failed.
+    """
+    clean = validate_bundles(bundles, strategy, pin_to, cluster.num_nodes)
+    if check:
+        check_feasible(clean, node_totals(cluster), strategy=strategy, pins=pin_to)
+    selectors = None
+    if pin_to is not None:
+        selectors = [
+            {} if rank is None else {NODE_ID_LABEL: cluster.node(rank).node_id} for rank in pin_to
+        ]
+    started = time.perf_counter()
+    pg = placement_group(
+        clean, strategy=strategy, name=name, lifetime=lifetime, bundle_label_selector=selectors
+    )
+    wait_placement_group(pg, cluster, timeout_s=timeout_s)
+    logger.debug(
+        "placement group of %d bundles ready in %.3fs", len(clean), time.perf_counter() - started
+    )
+    try:
+        return order_bundles(pg, cluster, always_probe=always_probe)
+    except BaseException:
+        remove_placement_group(pg)
+        raise
+
+
+def wait_placement_group(pg: PlacementGroup, cluster: Cluster, *, timeout_s: float | None) -> None:
+    """Wait until ``pg`` is placed; on timeout remove it and explain why.
+
+    Raises:
+        PlacementGroupTimeoutError: listing each unplaced bundle and, per node, its
+            rank, labels and available / total resources.
+    """
+    try:
+        ray.get(pg.ready(), timeout=timeout_s)
+        return
+    except ray.exceptions.GetTimeoutError:
+        pass
+    table = placement_group_table(pg)
+    remove_placement_group(pg)
+    specs = {int(k): dict(v) for k, v in (table.get("bundles") or {}).items()}
+    placed = {int(k) for k in (table.get("bundles_to_node_id") or {})}
+    unplaced = [(i, specs[i]) for i in sorted(specs) if i not in placed]
+    available = available_per_node()
+    alive = {n["NodeID"]: n for n in alive_nodes()}
+    nodes: dict[str, dict[str, Any]] = {}
+    lines = []
+    for node in cluster.nodes:
+        info = alive.get(node.node_id)
+        total = shown_resources(dict(info.get("Resources") or {})) if info else {}
+        free = shown_resources(available.get(node.node_id, {})) if info else {}
+        labels = {
+            k: v for k, v in dict((info or {}).get("Labels") or {}).items() if k != NODE_ID_LABEL
+        }
+        nodes[node.node_id] = {
+            "rank": node.rank,
+            "alive": info is not None,
+            "labels": labels,
+            "available": free,
+            "total": total,
+        }
+        state = "" if info else " DEAD"
+        lines.append(
+            f"  node {node.rank} ({node.node_id[:12]}{state}) labels {labels}: available "
+            f"{format_resources(free)} of {format_resources(total)}"
+        )
+    shown = "\n".join(f"  bundle {i}: {format_resources(b)}" for i, b in unplaced[:50])
+    if len(unplaced) > 50:
+        shown += f"\n  ... and {len(unplaced) - 50} more"
+    raise PlacementGroupTimeoutError(
+        f"placement group of {len(specs)} bundles (strategy {table.get('strategy')}) was not "
+        f"placed within {timeout_s:g}s and has been removed; other work holds the resources "
+        f"it needs.\nunplaced bundles:\n{shown}\nnodes:\n" + "\n".join(lines),
+        unplaced=unplaced,
+        nodes=nodes,
+    )
+
+
+def order_bundles(
+    pg: PlacementGroup,
+    cluster: Cluster,
+    *,
+    always_probe: bool = False,
+    timeout_s: float = 60.0,
+) -> OrderedPlacementGroup:
+    """Order a ready placement group's bundles by (node rank, physical GPU index).
+
+    Args:
+        pg: A placement group that is ready.
+        cluster: The job's cluster view.
+        always_probe: Probe every GPU bundle, even on nodes the group holds whole.
+        timeout_s: Limit for the probe tasks.
+
+    Raises:
+        ClusterError: a bundle sits on a node outside the job's view.
+        ProbeError: a probe task failed or timed out.
+    """
+    table = placement_group_table(pg)
+    specs = {int(k): dict(v) for k, v in table["bundles"].items()}
+    where = {int(k): str(v) for k, v in table["bundles_to_node_id"].items()}
+    if len(where) != len(specs):
+        raise ProbeError(
+            f"placement group {pg.id.hex()} is not fully placed ({len(where)} of "
+            f"{len(specs)} bundles have a node); wait for it first"
+        )
+    by_node: dict[str, list[int]] = defaultdict(list)
+    for index in sorted(where):
+        by_node[where[index]].append(index)
+    alive = {n["NodeID"]: n for n in alive_nodes()}
+    gpus: dict[int, tuple[int, ...]] = {}
+    to_probe: dict[str, list[int]] = {}
+    for node_id, indices in by_node.items():
+        node = cluster.node(cluster.rank_of(node_id))
+        amounts = [specs[i].get("GPU", 0.0) for i in indices]
+        ray_gpus = float((alive.get(node_id, {}).get("Resources") or {}).get("GPU", 0.0))
+        whole = all(a == int(a) for a in amounts) and sum(amounts) == ray_gpus
+        if whole and not always_probe and len(node.accelerators) == int(ray_gpus):
+            ids = iter(node.accelerator_ids)
+            for i, amount in zip(indices, amounts, strict=True):
+                gpus[i] = tuple(next(ids) for _ in range(int(amount)))
+            continue
+        for i, amount in zip(indices, amounts, strict=True):
+            if amount == 0:
+                gpus[i] = ()
+        wanted = [i for i, a in zip(indices, amounts, strict=True) if a > 0]
+        if wanted:
+            to_probe[node_id] = wanted
+    if to_probe:
+        gpus.update(probe_bundle_gpus(pg, to_probe, cluster, specs=specs, timeout_s=timeout_s))
+    slots = [
+        BundleSlot(index=i, node_rank=cluster.rank_of(where[i]), node_id=where[i], gpu_ids=gpus[i])
+        for i in sorted(specs)
+    ]
+    slots.sort(key=lambda s: (s.node_rank, s.gpu_ids or (-1,), s.index))
+    return OrderedPlacementGroup(
+        pg=pg, slots=tuple(slots), probed=sum(len(v) for v in to_probe.values())
+    )
+
+
+def _read_gpu_ids() -> list[str]:
+    return [str(g) for g in ray.get_runtime_context().get_accelerator_ids().get("GPU", [])]
+
+
+_probe_task = ray.remote(num_cpus=0, max_retries=0)(_read_gpu_ids)
+
+
+def probe_bundle_gpus(
+    pg: PlacementGroup,
+    bundles_by_node: Mapping[str, Sequence[int]],
+    cluster: Cluster,
+    *,
+    specs: Mapping[int, Mapping[str, float]] | None = None,
+    timeout_s: float = 60.0,
+) -> dict[int, tuple[int, ...]]:
+    """Learn the physical GPU ids of bundles with tiny tasks, in per-node waves.
+
+    Each node runs one probe at a time (so one warm worker serves all its bundles) while
+    all nodes run in parallel. A bundle of one GPU or less is probed with a 0.0001-GPU
+    task, so it works even while the bundle is partly in use; a bundle of k whole GPUs
+    needs all k free.
+
+    Args:
+        pg: A ready placement group.
+        bundles_by_node: Ray node id -> bundle indices on that node to probe.
+        cluster: The job's cluster view (maps GPU UUIDs to indices where Ray reports UUIDs).
+        specs: Bundle index -> resources (read from Ray when omitted).
+        timeout_s: Limit for all probes together.
+
+    Returns:
+        Bundle index -> physical GPU indices.
+
+    Raises:
+        ProbeError: a probe failed, timed out, or returned an id that is not a GPU index.
+    """
+    if specs is None:
+        specs = {int(k): dict(v) for k, v in placement_group_table(pg)["bundles"].items()}
+    queues = {node: list(indices) for node, indices in bundles_by_node.items() if indices}
+    inflight: dict[Any, tuple[str, int]] = {}
+
+    def submit(node_id: str) -> None:
+        index = queues[node_id].pop(0)
+        amount = float(specs[index].get("GPU", 0.0))
+        request = amount if amount > 1 else 0.0001
+        ref = _probe_task.options(
+            num_gpus=request,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                placement_group=pg, placement_group_bundle_index=index
+            ),
+        ).remote()
+        inflight[ref] = (node_id, index)
+
+    for node_id in queues:
+        submit(node_id)
+    deadline = time.monotonic() + timeout_s
+    found: dict[int, tuple[int, ...]] = {}
+    while inflight:
+        remaining = deadline - time.monotonic()
+        done, _ = ray.wait(list(inflight), num_returns=1, timeout=max(remaining, 0.0))
+        if not done:
+            late = sorted(i for _, i in inflight.values())
+            for ref in inflight:
+                ray.cancel(ref, force=True)
+            raise ProbeError(
+                f"probe tasks for bundles {late} did not finish within {timeout_s:g}s "
+                "(are those nodes overloaded, or the bundles' GPUs fully used?)"
+            )
+        for ref in done:
+            node_id, index = inflight.pop(ref)
+            try:
+                raw = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                raise ProbeError(
+                    f"probe of bundle {index} on node {node_id} failed: {exc}"
+                ) from exc
+            found[index] = _to_indices(raw, node_id, index, cluster)
+            if queues[node_id]:
+                submit(node_id)
+    return found
+
+
+def _to_indices(raw: Sequence[str], node_id: str, index: int, cluster: Cluster) -> tuple[int, ...]:
+    node = cluster.node(cluster.rank_of(node_id))
+    by_uuid = {a.uuid: a.index for a in node.accelerators if a.uuid}
+    ids = []
+    for value in raw:
+        if value.isdigit():
+            ids.append(int(value))
+        elif value in by_uuid:
+            ids.append(by_uuid[value])
+        else:
+            raise ProbeError(
+                f"bundle {index} on node {node.rank} reports GPU {value!r}, which is neither "
+                f"an index nor the UUID of one of the node's GPUs"
+            )
+    if not ids:
+        raise ProbeError(f"bundle {index} on node {node.rank} holds GPUs but its probe saw none")
+    return tuple(sorted(ids))
