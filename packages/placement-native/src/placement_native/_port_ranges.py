@@ -49,8 +49,9 @@ def _read_text(path: str) -> str | None:
         return None
 
 
-def read_ephemeral_range(path: str = EPHEMERAL_RANGE_FILE) -> tuple[int, int] | None:
+def read_ephemeral_range(path: str | None = None) -> tuple[int, int] | None:
     """The kernel's ephemeral port range as ``(low, high)``, or None where it is unknown."""
+    path = EPHEMERAL_RANGE_FILE if path is None else path
     text = _read_text(path)
     if text is None:
         return None
@@ -62,8 +63,9 @@ def read_ephemeral_range(path: str = EPHEMERAL_RANGE_FILE) -> tuple[int, int] | 
     return (low, high) if low <= high else None
 
 
-def read_reserved_ports(path: str = RESERVED_PORTS_FILE) -> tuple[tuple[int, int], ...]:
+def read_reserved_ports(path: str | None = None) -> tuple[tuple[int, int], ...]:
     """The kernel's reserved ports (``8000-8010,9000``) as inclusive ``(low, high)`` spans."""
+    path = RESERVED_PORTS_FILE if path is None else path
     text = _read_text(path)
     if text is None:
         return ()
