@@ -8,7 +8,6 @@ The package version is compiled in so the runtime can refuse a stale extension.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from pathlib import Path
@@ -41,7 +40,7 @@ ffibuilder.cdef(
 ffibuilder.set_source(
     "placement_native._native",
     "\n".join(f'#include "{h.name}"' for h in sorted(HERE.glob("*.h"))) + "\n" + _VERSION_SOURCE,
-    sources=[os.path.relpath(c) for c in sorted(HERE.glob("*.c"))],
+    sources=[str(c) for c in sorted(HERE.glob("*.c"))],
     include_dirs=[str(HERE)],
     define_macros=[("PLACEMENT_NATIVE_VERSION", f'"{VERSION}"'), ("_GNU_SOURCE", "1")],
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],

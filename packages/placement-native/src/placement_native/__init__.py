@@ -21,7 +21,7 @@ from .errors import (
     PortError,
 )
 from .ports import PortReservation, find_free_ports, reserve_ports
-from .snapshot import snapshot
+from ._snapshot import snapshot
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 

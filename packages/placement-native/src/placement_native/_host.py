@@ -27,18 +27,25 @@ __all__ = [
     "parse_cpulist",
     "pci_sysfs_affinity",
     "primary_ip",
+    "sysfs_root",
 ]
 
 logger = logging.getLogger(__name__)
 
 ROUTE_FILE = Path("/proc/net/route")
-SYSFS = Path("/sys")
+SYSFS_ENV = "PLACEMENT_SYSFS_ROOT"
 
 _SIOCGIFADDR = 0x8915
 _RTF_UP = 0x1
 _NVML_BUS_ID = re.compile(
     r"^(?P<domain>[0-9a-fA-F]{1,8}):(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})\.(?P<fn>[0-7])$"
 )
+
+
+def sysfs_root() -> Path:
+    """Where sysfs is mounted: ``$PLACEMENT_SYSFS_ROOT`` (a host's /sys seen from a
+    container, or a test tree), else ``/sys``."""
+    return Path(os.environ.get(SYSFS_ENV) or "/sys")
 
 
 def hostname() -> str:
@@ -53,7 +60,7 @@ def cpu_count() -> int:
 
 def numa_node_count(sysfs: Path | None = None) -> int:
     """NUMA nodes the kernel reports; 1 where it reports none."""
-    node_dir = (sysfs or SYSFS) / "devices" / "system" / "node"
+    node_dir = (sysfs or sysfs_root()) / "devices" / "system" / "node"
     try:
         nodes = [p for p in node_dir.iterdir() if re.fullmatch(r"node\d+", p.name)]
     except OSError:
@@ -179,7 +186,7 @@ def pci_sysfs_affinity(
         return None, None
     domain = int(match["domain"], 16)
     name = f"{domain:04x}:{match['bus']}:{match['dev']}.{match['fn']}".lower()
-    device = (sysfs or SYSFS) / "bus" / "pci" / "devices" / name
+    device = (sysfs or sysfs_root()) / "bus" / "pci" / "devices" / name
     numa: int | None = None
     cpulist: str | None = None
     try:

@@ -37,7 +37,7 @@ __all__ = [
     "NativeError",
     "NoFreePortsError",
     "PortError",
-    "nvml_error_class",
+    "nvml_error",
 ]
 
 
@@ -177,9 +177,18 @@ _BY_CODE: dict[int, type[NVMLError]] = {
 }
 
 
-def nvml_error_class(code: int) -> type[NVMLError]:
-    """The most specific NVMLError subclass for an NVML return code."""
-    return _BY_CODE.get(code, NVMLError)
+def nvml_error(code: int, function: str, detail: str = "") -> NVMLError:
+    """The typed exception for an NVML return code: the one place codes become exceptions.
+
+    Args:
+        code: The ``nvmlReturn_t`` value (non-zero).
+        function: The NVML function (or ``dlopen``) that failed.
+        detail: Extra context for the message.
+
+    Returns:
+        An instance of the most specific ``NVMLError`` subclass for ``code``.
+    """
+    return _BY_CODE.get(code, NVMLError)(code, function, detail)
 
 
 class BackendMismatchError(NativeError, ImportError):

@@ -1,0 +1,81 @@
+/* One-call NVML topology snapshot for placement_native.snapshot.
+ *
+ * libnvidia-ml is dlopen'ed at run time, so building needs neither the driver nor
+ * nvml.h: the few NVML types used are declared in nvml_snapshot.c with the layouts and
+ * values of nvml.h. Everything the snapshot needs is read in pn_nvml_snapshot() into one
+ * caller-owned struct; the GIL is released for the whole call. */
+#ifndef PLACEMENT_NATIVE_NVML_SNAPSHOT_H
+#define PLACEMENT_NATIVE_NVML_SNAPSHOT_H
+
+#define PN_NVML_MAX_GPUS 64
+#define PN_NVML_MAX_MIG 8        /* at most 7 MIG devices per GPU today */
+#define PN_NVML_MAX_LINKS 36     /* NVML_NVLINK_MAX_LINKS of current nvml.h */
+#define PN_NVML_CPUSET_WORDS 64  /* 64-bit words: 4096 CPUs */
+#define PN_NVML_STR 96           /* NVML_DEVICE_NAME_V2_BUFFER_SIZE, ..._UUID_V2_... */
+#define PN_NVML_BUSID 32         /* NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE */
+#define PN_NVML_FUNC 48
+#define PN_NVML_DETAIL 256
+
+/* The first failure of a device (or of the whole call): NVML return code, the function
+ * that returned it; code 0 means none. */
+typedef struct {
+    int code;
+    char function[PN_NVML_FUNC];
+} pn_nvml_error;
+
+typedef struct {
+    unsigned int slot;                /* index given to nvmlDeviceGetMigDeviceHandleByIndex */
+    char uuid[PN_NVML_STR];           /* "" when unknown */
+    char name[PN_NVML_STR];
+    int has_memory;
+    unsigned long long memory_total;
+    int gpu_instance_id;              /* -1 when unknown */
+    int compute_instance_id;          /* -1 when unknown */
+    pn_nvml_error error;
+} pn_nvml_mig;
+
+typedef struct {
+    char remote_bus_id[PN_NVML_BUSID];
+    int remote_type;                  /* nvmlIntNvLinkDeviceType_t, -1 when not reported */
+} pn_nvml_link;
+
+typedef struct {
+    unsigned int index;
+    int has_handle;
+    pn_nvml_error error;
+    char name[PN_NVML_STR];
+    char uuid[PN_NVML_STR];
+    char pci_bus_id[PN_NVML_BUSID];
+    int has_memory;
+    unsigned long long memory_total;
+    int numa_node;                    /* -1 when NVML cannot tell */
+    int has_cpu_affinity;
+    unsigned long cpu_affinity[PN_NVML_CPUSET_WORDS];
+    int cc_major;                     /* -1 when unknown */
+    int cc_minor;
+    int mig_mode;                     /* current mode: 1 enabled, 0 disabled or unsupported */
+    unsigned int mig_count;
+    pn_nvml_mig mig[PN_NVML_MAX_MIG];
+    unsigned int link_count;          /* active NVLinks */
+    pn_nvml_link links[PN_NVML_MAX_LINKS];
+} pn_nvml_gpu;
+
+typedef struct {
+    pn_nvml_error error;              /* library missing, symbol missing, init failed */
+    char detail[PN_NVML_DETAIL];      /* dlerror() text and the like */
+    char driver[PN_NVML_STR];
+    unsigned int device_count;        /* what NVML reports */
+    unsigned int gpu_count;           /* entries filled: min(device_count, PN_NVML_MAX_GPUS) */
+    pn_nvml_gpu gpus[PN_NVML_MAX_GPUS];
+    /* Pair (i, j) at [i * PN_NVML_MAX_GPUS + j], filled for i < j; -1 when unknown. */
+    int topology[PN_NVML_MAX_GPUS * PN_NVML_MAX_GPUS];  /* nvmlGpuTopologyLevel_t */
+    int p2p_read[PN_NVML_MAX_GPUS * PN_NVML_MAX_GPUS];  /* nvmlGpuP2PStatus_t */
+} pn_nvml_snapshot;
+
+/* Fill *out (zeroed by the caller) from the NVML library at library_path (NULL or "" means
+ * "libnvidia-ml.so.1"). Returns out->error.code: 0 on success, else why NVML gave nothing
+ * (12 library not found, 13 required function not found, or nvmlInit's code). Per-device
+ * failures are recorded in the device's entry and never abort the call. */
+int pn_nvml_snapshot_read(const char *library_path, pn_nvml_snapshot *out);
+
+#endif

@@ -1,0 +1,319 @@
+"""The pure-Python backend: the same NVML calls as the C code, through nvidia-ml-py.
+
+It mirrors ``nvml_snapshot.c`` call for call (same symbols, same order, same handling of
+"not supported" and of a lost GPU), so both backends produce the same ``RawNode``.
+pynvml loads ``libnvidia-ml.so.1`` by name; it is pointed at the configured library by
+loading that library into ``pynvml.nvmlLib`` first.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ._raw import (
+    NVML_GPU_IS_LOST,
+    OPTIONAL_ABSENT,
+    REQUIRED_SYMBOLS,
+    RawGpu,
+    RawLink,
+    RawMig,
+    RawNode,
+)
+from .errors import NVMLError, nvml_error
+
+__all__ = ["read"]
+
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_AFFINITY_SCOPE_NODE = 0
+NVML_P2P_CAPS_INDEX_READ = 0
+NVML_DEVICE_MIG_ENABLE = 1
+NVML_FEATURE_ENABLED = 1
+# The capacities of the C struct, so both backends cut at the same place.
+CPUSET_WORDS = 64
+MAX_GPUS = 64
+MAX_MIG = 8
+MAX_LINKS = 36
+
+_lock = threading.Lock()
+_loaded: str | None = None
+
+
+class _Absent:
+    """Marker for "this query gave no value"."""
+
+
+ABSENT = _Absent()
+
+
+class _Target:
+    """Where a query's failure is recorded: a GPU or a MIG instance, plus its message detail."""
+
+    __slots__ = ("detail", "record")
+
+    def __init__(self, record: RawGpu | RawMig, detail: str) -> None:
+        self.record = record
+        self.detail = detail
+
+    @property
+    def lost(self) -> bool:
+        error = self.record.error
+        return error is not None and error.code == NVML_GPU_IS_LOST
+
+    def fail(self, code: int, function: str) -> None:
+        if code not in OPTIONAL_ABSENT and self.record.error is None:
+            self.record.error = nvml_error(code, function, self.detail)
+
+
+def _load(pynvml: Any, library: str) -> NVMLError | None:
+    global _loaded
+    if _loaded == library and pynvml.nvmlLib is not None:
+        return None
+    try:
+        lib = ctypes.CDLL(library)
+    except OSError as exc:
+        return nvml_error(NVML_ERROR_LIBRARY_NOT_FOUND, "dlopen", str(exc))
+    for name in REQUIRED_SYMBOLS:
+        if not hasattr(lib, name):
+            return nvml_error(NVML_ERROR_FUNCTION_NOT_FOUND, name, library)
+    with pynvml.libLoadLock:
+        pynvml.nvmlLib = lib
+        pynvml._nvmlGetFunctionPointer_cache.clear()
+    _loaded = library
+    return None
+
+
+def _str(value: Any) -> str | None:
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return str(value) or None
+
+
+def _bus_id(pci: Any) -> str | None:
+    return _str(pci.busId) or _str(pci.busIdLegacy)
+
+
+class _Reader:
+    """One snapshot's worth of pynvml calls."""
+
+    def __init__(self, nv: Any) -> None:
+        self.nv = nv
+
+    def query(self, target: _Target, function: str, call: Callable[..., Any], *args: Any) -> Any:
+        """Call one pynvml query; a failure other than "not supported" is the target's error."""
+        if target.lost:
+            return ABSENT
+        try:
+            return call(*args)
+        except self.nv.NVMLError as exc:
+            target.fail(exc.value, function)
+            return ABSENT
+
+    def numa_and_cpus(self, dev: Any, gpu: RawGpu, t: _Target) -> None:
+        nv = self.nv
+        node = self.query(t, "nvmlDeviceGetNumaNodeId", nv.nvmlDeviceGetNumaNodeId, dev)
+        if node is not ABSENT:
+            gpu.numa_node = int(node)
+        else:
+            nodes = self.query(
+                t,
+                "nvmlDeviceGetMemoryAffinity",
+                nv.nvmlDeviceGetMemoryAffinity,
+                dev,
+                CPUSET_WORDS,
+                NVML_AFFINITY_SCOPE_NODE,
+            )
+            if nodes is not ABSENT:
+                for w, word in enumerate(int(x) for x in nodes):
+                    if word:
+                        gpu.numa_node = w * 64 + (word & -word).bit_length() - 1
+                        break
+        mask = self.query(
+            t,
+            "nvmlDeviceGetCpuAffinityWithinScope",
+            nv.nvmlDeviceGetCpuAffinityWithinScope,
+            dev,
+            CPUSET_WORDS,
+            NVML_AFFINITY_SCOPE_NODE,
+        )
+        if mask is ABSENT:
+            mask = self.query(
+                t, "nvmlDeviceGetCpuAffinity", nv.nvmlDeviceGetCpuAffinity, dev, CPUSET_WORDS
+            )
+        if mask is not ABSENT:
+            words = [int(w) for w in mask]
+            while words and not words[-1]:
+                words.pop()
+            gpu.cpu_mask = tuple(words)
+
+    def mig(self, dev: Any, gpu: RawGpu, t: _Target) -> None:
+        nv = self.nv
+        mode = self.query(t, "nvmlDeviceGetMigMode", nv.nvmlDeviceGetMigMode, dev)
+        if mode is ABSENT:
+            return
+        gpu.mig_mode = int(mode[0]) == NVML_DEVICE_MIG_ENABLE
+        if not gpu.mig_mode:
+            return
+        count = self.query(
+            t, "nvmlDeviceGetMaxMigDeviceCount", nv.nvmlDeviceGetMaxMigDeviceCount, dev
+        )
+        if count is ABSENT:
+            return
+        for slot in range(int(count)):
+            if len(gpu.migs) >= MAX_MIG or t.lost:
+                return
+            try:
+                handle = nv.nvmlDeviceGetMigDeviceHandleByIndex(dev, slot)
+            except nv.NVMLError as exc:
+                if exc.value == NVML_ERROR_FUNCTION_NOT_FOUND:
+                    return
+                if exc.value == NVML_ERROR_NOT_FOUND:
+                    continue  # an unpopulated slot
+                mig = RawMig(slot=slot)
+                gpu.migs.append(mig)
+                _Target(mig, f"{t.detail} MIG slot {slot}").fail(
+                    exc.value, "nvmlDeviceGetMigDeviceHandleByIndex"
+                )
+                continue
+            mig = RawMig(slot=slot)
+            gpu.migs.append(mig)
+            mt = _Target(mig, f"{t.detail} MIG slot {slot}")
+            mig.uuid = _opt(_str, self.query(mt, "nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID, handle))
+            mig.name = _opt(_str, self.query(mt, "nvmlDeviceGetName", nv.nvmlDeviceGetName, handle))
+            mem = self.query(mt, "nvmlDeviceGetMemoryInfo", nv.nvmlDeviceGetMemoryInfo, handle)
+            mig.memory_total = None if mem is ABSENT else int(mem.total)
+            gi = self.query(
+                mt, "nvmlDeviceGetGpuInstanceId", nv.nvmlDeviceGetGpuInstanceId, handle
+            )
+            mig.gpu_instance_id = None if gi is ABSENT else int(gi)
+            ci = self.query(
+                mt, "nvmlDeviceGetComputeInstanceId", nv.nvmlDeviceGetComputeInstanceId, handle
+            )
+            mig.compute_instance_id = None if ci is ABSENT else int(ci)
+
+    def nvlinks(self, dev: Any, gpu: RawGpu, t: _Target) -> None:
+        nv = self.nv
+        for link in range(MAX_LINKS):
+            if t.lost:
+                return
+            try:
+                active = nv.nvmlDeviceGetNvLinkState(dev, link)
+            except nv.NVMLError as exc:
+                # NOT_SUPPORTED: no NVLink on this GPU; INVALID_ARGUMENT: past its last link.
+                if exc.value not in (NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_INVALID_ARGUMENT):
+                    t.fail(exc.value, "nvmlDeviceGetNvLinkState")
+                return
+            if int(active) != NVML_FEATURE_ENABLED:
+                continue
+            pci = self.query(
+                t,
+                "nvmlDeviceGetNvLinkRemotePciInfo_v2",
+                nv.nvmlDeviceGetNvLinkRemotePciInfo,
+                dev,
+                link,
+            )
+            if pci is ABSENT:
+                continue
+            kind = self.query(
+                t,
+                "nvmlDeviceGetNvLinkRemoteDeviceType",
+                nv.nvmlDeviceGetNvLinkRemoteDeviceType,
+                dev,
+                link,
+            )
+            remote_type = None if kind is ABSENT else int(kind)
+            gpu.links.append(RawLink(remote_bus_id=_bus_id(pci) or "", remote_type=remote_type))
+
+    def gpu(self, index: int) -> tuple[RawGpu, Any]:
+        nv = self.nv
+        gpu = RawGpu(index=index)
+        t = _Target(gpu, f"GPU {index}")
+        dev = self.query(
+            t, "nvmlDeviceGetHandleByIndex_v2", nv.nvmlDeviceGetHandleByIndex, index
+        )
+        if dev is ABSENT:
+            return gpu, None
+        gpu.name = _opt(_str, self.query(t, "nvmlDeviceGetName", nv.nvmlDeviceGetName, dev))
+        gpu.uuid = _opt(_str, self.query(t, "nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID, dev))
+        pci = self.query(t, "nvmlDeviceGetPciInfo_v3", nv.nvmlDeviceGetPciInfo_v3, dev)
+        gpu.pci_bus_id = None if pci is ABSENT else _bus_id(pci)
+        mem = self.query(t, "nvmlDeviceGetMemoryInfo", nv.nvmlDeviceGetMemoryInfo, dev)
+        gpu.memory_total = None if mem is ABSENT else int(mem.total)
+        self.numa_and_cpus(dev, gpu, t)
+        cc = self.query(
+            t, "nvmlDeviceGetCudaComputeCapability", nv.nvmlDeviceGetCudaComputeCapability, dev
+        )
+        gpu.compute_capability = None if cc is ABSENT else (int(cc[0]), int(cc[1]))
+        self.mig(dev, gpu, t)
+        self.nvlinks(dev, gpu, t)
+        return gpu, (None if t.lost else dev)
+
+    def pairs(self, node: RawNode, handles: list[Any]) -> None:
+        nv = self.nv
+        for i, a in enumerate(handles):
+            if a is None:
+                continue
+            for j in range(i + 1, len(handles)):
+                b = handles[j]
+                if b is None:
+                    continue
+                try:
+                    node.topology[(i, j)] = int(nv.nvmlDeviceGetTopologyCommonAncestor(a, b))
+                except nv.NVMLError:
+                    pass
+                try:
+                    node.p2p_read[(i, j)] = int(
+                        nv.nvmlDeviceGetP2PStatus(a, b, NVML_P2P_CAPS_INDEX_READ)
+                    )
+                except nv.NVMLError:
+                    pass
+
+
+def _opt(convert: Callable[[Any], Any], value: Any) -> Any:
+    return None if value is ABSENT else convert(value)
+
+
+def read(library: str) -> RawNode:
+    """Read this node's NVML view through nvidia-ml-py.
+
+    Args:
+        library: Path or soname of libnvidia-ml for pynvml to use.
+    """
+    import pynvml
+
+    node = RawNode()
+    with _lock:
+        node.error = _load(pynvml, library)
+        if node.error is not None:
+            return node
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            node.error = nvml_error(exc.value, "nvmlInit")
+            return node
+        try:
+            try:
+                node.driver = _str(pynvml.nvmlSystemGetDriverVersion())
+            except pynvml.NVMLError:
+                node.driver = None
+            try:
+                node.device_count = int(pynvml.nvmlDeviceGetCount())
+            except pynvml.NVMLError as exc:
+                node.error = nvml_error(exc.value, "nvmlDeviceGetCount_v2")
+                return node
+            reader = _Reader(pynvml)
+            handles = []
+            for index in range(min(node.device_count, MAX_GPUS)):
+                gpu, handle = reader.gpu(index)
+                node.gpus.append(gpu)
+                handles.append(handle)
+            reader.pairs(node, handles)
+        finally:
+            pynvml.nvmlShutdown()
+    return node

@@ -1,0 +1,85 @@
+"""``snapshot()``: this node as one ``NodeSnapshot``, read through the active backend."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from . import _backend, _host
+from ._assemble import assemble
+from ._model import NodeSnapshot
+from ._raw import DEFAULT_LIBRARY, LIBRARY_ENV, RawNode
+
+__all__ = ["library_path", "snapshot", "take"]
+
+logger = logging.getLogger(__name__)
+
+SOURCES = {"cffi": "nvml-cffi", "purepython": "nvml-pynvml"}
+
+
+def library_path() -> str:
+    """The NVML library to load: ``$PLACEMENT_NVML_LIBRARY``, else ``libnvidia-ml.so.1``."""
+    return os.environ.get(LIBRARY_ENV) or DEFAULT_LIBRARY
+
+
+def _read(backend: str, library: str) -> RawNode:
+    if backend == "cffi":
+        from . import _nvml_cffi
+
+        return _nvml_cffi.read(library)
+    if backend == "purepython":
+        from . import _nvml_pynvml
+
+        return _nvml_pynvml.read(library)
+    raise ValueError(f"backend must be 'cffi' or 'purepython', got {backend!r}")
+
+
+def _raise_first(raw: RawNode) -> None:
+    if raw.error is not None:
+        raise raw.error
+    for gpu in raw.gpus:
+        if gpu.error is not None:
+            raise gpu.error
+        for mig in gpu.migs:
+            if mig.error is not None:
+                raise mig.error
+
+
+def take(backend: str, *, strict: bool = False) -> NodeSnapshot:
+    """A snapshot read through the named backend (``cffi`` or ``purepython``)."""
+    raw = _read(backend, library_path())
+    if strict:
+        _raise_first(raw)
+    if raw.error is not None:
+        logger.debug("NVML unavailable, reporting no accelerators: %s", raw.error)
+    sysfs = _host.sysfs_root()
+    return assemble(
+        raw,
+        source=SOURCES[backend],
+        hostname=_host.hostname(),
+        ip=_host.primary_ip(),
+        cpus=_host.cpu_count(),
+        numa_nodes=_host.numa_node_count(sysfs),
+        sysfs=sysfs,
+    )
+
+
+def snapshot(*, strict: bool = False) -> NodeSnapshot:
+    """Everything placement needs to know about this node, read in one go.
+
+    NVML is read in one call into C (or, with the pure-Python backend, through
+    nvidia-ml-py). A GPU that refuses a query (``NO_PERMISSION``, ``GPU_IS_LOST``) is still
+    listed, with what could be read and its ``error``; a node without a usable NVML has
+    no accelerators and says why in ``nvml_error``.
+
+    Args:
+        strict: Raise instead of reporting: the NVML failure, or the first device error.
+
+    Returns:
+        The node snapshot; ``to_dict()`` / ``to_json()`` give the SPEC 11 form.
+
+    Raises:
+        NVMLError: Only with ``strict=True``: the typed error (``NVMLLibraryNotFoundError``,
+            ``NVMLNoPermissionError``, ...) of the first thing that failed.
+    """
+    return take(_backend.BACKEND, strict=strict)

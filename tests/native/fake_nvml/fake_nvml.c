@@ -1,0 +1,487 @@
+/* A fake libnvidia-ml.so.1 for tests: the NVML symbols placement-native (and nvidia-ml-py,
+ * for the same data) calls, answering from a topology file named by FAKE_NVML_TOPOLOGY,
+ * re-read at every nvmlInit. Built by the test suite: gcc -shared -fPIC; with
+ * -DFAKE_OLD_DRIVER the optional symbols of newer drivers are left out.
+ *
+ * Topology file, one directive per line ('#' starts a comment):
+ *   init CODE                      nvmlInit's return code (default 0)
+ *   count_error CODE               nvmlDeviceGetCount_v2's return code
+ *   driver VERSION
+ *   gpu I name TEXT...             declares GPU I (device count = highest I + 1)
+ *   gpu I uuid|bus TEXT
+ *   gpu I mem BYTES
+ *   gpu I numa NODE                (without it: NUMA queries are NOT_SUPPORTED)
+ *   gpu I cpus CPULIST             (without it: CPU affinity is NOT_SUPPORTED)
+ *   gpu I cc MAJOR MINOR
+ *   gpu I mig 0|1                  current MIG mode (without it: NOT_SUPPORTED)
+ *   gpu I migslots N               nvmlDeviceGetMaxMigDeviceCount
+ *   gpu I migdev SLOT GI CI BYTES UUID NAME...
+ *   gpu I links N                  NVLink slots (without it: NOT_SUPPORTED at link 0)
+ *   gpu I nvlink LINK ACTIVE TYPE REMOTE_BUS   TYPE: 0 GPU, 2 NVSwitch
+ *   gpu I fail FUNCTION CODE       FUNCTION returns CODE for this GPU
+ *   topo I J LEVEL                 nvmlGpuTopologyLevel_t of the pair (both orders)
+ *   p2p I J STATUS                 nvmlGpuP2PStatus_t of the pair (both orders)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define MAX_GPUS 64
+#define MAX_MIG 8
+#define MAX_LINKS 36
+#define MAX_FAILS 8
+
+typedef int nvmlReturn_t;
+enum {
+    OK = 0,
+    E_UNINIT = 1,
+    E_INVALID = 2,
+    E_NOT_SUPPORTED = 3,
+    E_NOT_FOUND = 6,
+    E_INSUFFICIENT = 7,
+};
+
+typedef struct {
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+
+typedef struct {
+    unsigned long long total, free, used;
+} nvmlMemory_t;
+
+typedef struct {
+    int is_mig;
+    int gpu; /* owning GPU index */
+    int present;
+    unsigned int gi, ci;
+    unsigned long long mem;
+    char uuid[96];
+    char name[96];
+} fake_mig;
+
+typedef struct {
+    int active;
+    int type;
+    char remote[32];
+} fake_link;
+
+typedef struct {
+    int is_mig; /* 0: every handle starts with this flag */
+    int index;
+    int declared;
+    char name[96], uuid[96], bus[32];
+    unsigned long long mem;
+    int has_numa, numa;
+    char cpus[512];
+    int cc_major, cc_minor;
+    int has_mig, mig;
+    unsigned int migslots;
+    fake_mig migs[MAX_MIG];
+    int nlinks;
+    fake_link links[MAX_LINKS];
+    int nfails;
+    char fail_fn[MAX_FAILS][64];
+    int fail_code[MAX_FAILS];
+} fake_gpu;
+
+static fake_gpu gpus[MAX_GPUS];
+static int gpu_count;
+static int init_code, count_error, initialized;
+static char driver[96];
+static int topo[MAX_GPUS][MAX_GPUS], p2p[MAX_GPUS][MAX_GPUS];
+
+static char *rest(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' '))
+        s[--n] = '\0';
+    return s;
+}
+
+static void parse_gpu(int i, char *key, char *value)
+{
+    fake_gpu *g = &gpus[i];
+    g->declared = 1;
+    if (i + 1 > gpu_count)
+        gpu_count = i + 1;
+    if (!strcmp(key, "name"))
+        snprintf(g->name, sizeof g->name, "%s", value);
+    else if (!strcmp(key, "uuid"))
+        snprintf(g->uuid, sizeof g->uuid, "%s", value);
+    else if (!strcmp(key, "bus"))
+        snprintf(g->bus, sizeof g->bus, "%s", value);
+    else if (!strcmp(key, "mem"))
+        g->mem = strtoull(value, NULL, 10);
+    else if (!strcmp(key, "numa"))
+        g->has_numa = 1, g->numa = atoi(value);
+    else if (!strcmp(key, "cpus"))
+        snprintf(g->cpus, sizeof g->cpus, "%s", value);
+    else if (!strcmp(key, "cc"))
+        sscanf(value, "%d %d", &g->cc_major, &g->cc_minor);
+    else if (!strcmp(key, "mig"))
+        g->has_mig = 1, g->mig = atoi(value);
+    else if (!strcmp(key, "migslots"))
+        g->migslots = (unsigned)atoi(value);
+    else if (!strcmp(key, "migdev")) {
+        unsigned slot, gi, ci;
+        unsigned long long mem;
+        int used = 0;
+        char uuid[96];
+        if (sscanf(value, "%u %u %u %llu %95s %n", &slot, &gi, &ci, &mem, uuid, &used) >= 5 &&
+            slot < MAX_MIG) {
+            fake_mig *m = &g->migs[slot];
+            m->is_mig = 1, m->gpu = i, m->present = 1, m->gi = gi, m->ci = ci, m->mem = mem;
+            snprintf(m->uuid, sizeof m->uuid, "%s", uuid);
+            snprintf(m->name, sizeof m->name, "%s", rest(value + used));
+        }
+    } else if (!strcmp(key, "links"))
+        g->nlinks = atoi(value);
+    else if (!strcmp(key, "nvlink")) {
+        int link, active, type;
+        char remote[32];
+        if (sscanf(value, "%d %d %d %31s", &link, &active, &type, remote) == 4 && link >= 0 &&
+            link < MAX_LINKS) {
+            g->links[link].active = active;
+            g->links[link].type = type;
+            snprintf(g->links[link].remote, sizeof g->links[link].remote, "%s", remote);
+        }
+    } else if (!strcmp(key, "fail") && g->nfails < MAX_FAILS) {
+        if (sscanf(value, "%63s %d", g->fail_fn[g->nfails], &g->fail_code[g->nfails]) == 2)
+            g->nfails++;
+    }
+}
+
+static void load(void)
+{
+    memset(gpus, 0, sizeof gpus);
+    gpu_count = 0, init_code = 0, count_error = 0;
+    snprintf(driver, sizeof driver, "0.0");
+    for (int i = 0; i < MAX_GPUS; i++) {
+        gpus[i].index = i;
+        for (int j = 0; j < MAX_GPUS; j++)
+            topo[i][j] = 50, p2p[i][j] = 5;
+    }
+    const char *path = getenv("FAKE_NVML_TOPOLOGY");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    if (!f)
+        return;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        char *s = rest(line), word[32], key[32];
+        int i, j, v, used = 0;
+        if (!*s || *s == '#')
+            continue;
+        if (sscanf(s, "gpu %d %31s %n", &i, key, &used) == 2 && i >= 0 && i < MAX_GPUS)
+            parse_gpu(i, key, rest(s + used));
+        else if (sscanf(s, "topo %d %d %d", &i, &j, &v) == 3 && i < MAX_GPUS && j < MAX_GPUS)
+            topo[i][j] = topo[j][i] = v;
+        else if (sscanf(s, "p2p %d %d %d", &i, &j, &v) == 3 && i < MAX_GPUS && j < MAX_GPUS)
+            p2p[i][j] = p2p[j][i] = v;
+        else if (sscanf(s, "init %d", &v) == 1)
+            init_code = v;
+        else if (sscanf(s, "count_error %d", &v) == 1)
+            count_error = v;
+        else if (sscanf(s, "driver %31s", word) == 1)
+            snprintf(driver, sizeof driver, "%s", word);
+    }
+    fclose(f);
+}
+
+static int failure(const fake_gpu *g, const char *fn)
+{
+    for (int k = 0; k < g->nfails; k++)
+        if (!strcmp(g->fail_fn[k], fn))
+            return g->fail_code[k];
+    return 0;
+}
+
+/* Resolve a handle to its GPU (for MIG handles: the owning GPU) and apply injected failures. */
+#define GPU_OF(handle) \
+    (((fake_mig *)(handle))->is_mig ? &gpus[((fake_mig *)(handle))->gpu] : (fake_gpu *)(handle))
+#define ENTER(handle, fn)                                  \
+    if (!initialized)                                      \
+        return E_UNINIT;                                   \
+    if ((handle) == NULL)                                  \
+        return E_INVALID;                                  \
+    {                                                      \
+        int rc_ = failure(GPU_OF(handle), fn);             \
+        if (rc_)                                           \
+            return rc_;                                    \
+    }
+
+static int set_bits(const char *list, unsigned long *set, unsigned size)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list);
+    memset(set, 0, size * sizeof *set);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int lo, hi;
+        if (sscanf(tok, "%d-%d", &lo, &hi) != 2)
+            hi = lo = atoi(tok);
+        for (int c = lo; c <= hi; c++)
+            if ((unsigned)c / 64 < size)
+                set[c / 64] |= 1UL << (c % 64);
+    }
+    return OK;
+}
+
+static void fill_pci(nvmlPciInfo_t *pci, const char *bus)
+{
+    memset(pci, 0, sizeof *pci);
+    snprintf(pci->busId, sizeof pci->busId, "%s", bus);
+    /* the legacy field holds the short form, as the real library does */
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%s", strlen(bus) > 4 ? bus + 4 : bus);
+    sscanf(bus, "%x:%x:%x", &pci->domain, &pci->bus, &pci->device);
+}
+
+EXPORT nvmlReturn_t nvmlInit_v2(void)
+{
+    load();
+    if (init_code)
+        return init_code;
+    initialized++;
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+    (void)flags;
+    return nvmlInit_v2();
+}
+
+EXPORT nvmlReturn_t nvmlShutdown(void)
+{
+    if (!initialized)
+        return E_UNINIT;
+    initialized--;
+    return OK;
+}
+
+EXPORT const char *nvmlErrorString(nvmlReturn_t rc)
+{
+    static char text[32];
+    snprintf(text, sizeof text, "fake NVML error %d", rc);
+    return text;
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *out, unsigned int len)
+{
+    if (!initialized)
+        return E_UNINIT;
+    if (strlen(driver) + 1 > len)
+        return E_INSUFFICIENT;
+    snprintf(out, len, "%s", driver);
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
+{
+    if (!initialized)
+        return E_UNINIT;
+    if (count_error)
+        return count_error;
+    *count = (unsigned)gpu_count;
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, void **handle)
+{
+    if (!initialized)
+        return E_UNINIT;
+    if (index >= (unsigned)gpu_count)
+        return E_INVALID;
+    int rc = failure(&gpus[index], "nvmlDeviceGetHandleByIndex_v2");
+    if (rc)
+        return rc;
+    *handle = &gpus[index];
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetName(void *h, char *out, unsigned int len)
+{
+    ENTER(h, "nvmlDeviceGetName");
+    snprintf(out, len, "%s", ((fake_mig *)h)->is_mig ? ((fake_mig *)h)->name : GPU_OF(h)->name);
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(void *h, char *out, unsigned int len)
+{
+    ENTER(h, "nvmlDeviceGetUUID");
+    snprintf(out, len, "%s", ((fake_mig *)h)->is_mig ? ((fake_mig *)h)->uuid : GPU_OF(h)->uuid);
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(void *h, nvmlPciInfo_t *pci)
+{
+    ENTER(h, "nvmlDeviceGetPciInfo_v3");
+    fill_pci(pci, GPU_OF(h)->bus);
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(void *h, nvmlMemory_t *mem)
+{
+    ENTER(h, "nvmlDeviceGetMemoryInfo");
+    mem->total = ((fake_mig *)h)->is_mig ? ((fake_mig *)h)->mem : GPU_OF(h)->mem;
+    mem->free = mem->total;
+    mem->used = 0;
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCpuAffinity(void *h, unsigned int size, unsigned long *set)
+{
+    ENTER(h, "nvmlDeviceGetCpuAffinity");
+    if (!GPU_OF(h)->cpus[0])
+        return E_NOT_SUPPORTED;
+    return set_bits(GPU_OF(h)->cpus, set, size);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(void *h, int *major, int *minor)
+{
+    ENTER(h, "nvmlDeviceGetCudaComputeCapability");
+    *major = GPU_OF(h)->cc_major;
+    *minor = GPU_OF(h)->cc_minor;
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(void *a, void *b, int *level)
+{
+    ENTER(a, "nvmlDeviceGetTopologyCommonAncestor");
+    *level = topo[GPU_OF(a)->index][GPU_OF(b)->index];
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(void *a, void *b, int caps, int *status)
+{
+    ENTER(a, "nvmlDeviceGetP2PStatus");
+    (void)caps;
+    *status = p2p[GPU_OF(a)->index][GPU_OF(b)->index];
+    return OK;
+}
+
+static nvmlReturn_t link_of(void *h, unsigned int link, fake_link **out)
+{
+    fake_gpu *g = GPU_OF(h);
+    if (g->nlinks == 0)
+        return E_NOT_SUPPORTED;
+    if (link >= (unsigned)g->nlinks)
+        return E_INVALID;
+    *out = &g->links[link];
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(void *h, unsigned int link, int *active)
+{
+    fake_link *l;
+    ENTER(h, "nvmlDeviceGetNvLinkState");
+    nvmlReturn_t rc = link_of(h, link, &l);
+    if (rc == OK)
+        *active = l->active;
+    return rc;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(void *h, unsigned int link,
+                                                         nvmlPciInfo_t *pci)
+{
+    fake_link *l;
+    ENTER(h, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+    nvmlReturn_t rc = link_of(h, link, &l);
+    if (rc == OK)
+        fill_pci(pci, l->remote);
+    return rc;
+}
+
+#ifndef FAKE_OLD_DRIVER
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(void *h, unsigned int link, int *type)
+{
+    fake_link *l;
+    ENTER(h, "nvmlDeviceGetNvLinkRemoteDeviceType");
+    nvmlReturn_t rc = link_of(h, link, &l);
+    if (rc == OK)
+        *type = l->type;
+    return rc;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(void *h, unsigned int *node)
+{
+    ENTER(h, "nvmlDeviceGetNumaNodeId");
+    if (!GPU_OF(h)->has_numa)
+        return E_NOT_SUPPORTED;
+    *node = (unsigned)GPU_OF(h)->numa;
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryAffinity(void *h, unsigned int size, unsigned long *set,
+                                                int scope)
+{
+    ENTER(h, "nvmlDeviceGetMemoryAffinity");
+    (void)scope;
+    if (!GPU_OF(h)->has_numa)
+        return E_NOT_SUPPORTED;
+    char node[16];
+    snprintf(node, sizeof node, "%d", GPU_OF(h)->numa);
+    return set_bits(node, set, size);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(void *h, unsigned int size,
+                                                        unsigned long *set, int scope)
+{
+    ENTER(h, "nvmlDeviceGetCpuAffinityWithinScope");
+    (void)scope;
+    if (!GPU_OF(h)->cpus[0])
+        return E_NOT_SUPPORTED;
+    return set_bits(GPU_OF(h)->cpus, set, size);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(void *h, unsigned int *current, unsigned int *pending)
+{
+    ENTER(h, "nvmlDeviceGetMigMode");
+    if (!GPU_OF(h)->has_mig)
+        return E_NOT_SUPPORTED;
+    *current = *pending = (unsigned)GPU_OF(h)->mig;
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(void *h, unsigned int *count)
+{
+    ENTER(h, "nvmlDeviceGetMaxMigDeviceCount");
+    if (!GPU_OF(h)->has_mig)
+        return E_NOT_SUPPORTED;
+    *count = GPU_OF(h)->migslots;
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(void *h, unsigned int slot, void **mig)
+{
+    ENTER(h, "nvmlDeviceGetMigDeviceHandleByIndex");
+    fake_gpu *g = GPU_OF(h);
+    if (slot >= g->migslots || slot >= MAX_MIG)
+        return E_INVALID;
+    if (!g->migs[slot].present)
+        return E_NOT_FOUND;
+    *mig = &g->migs[slot];
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(void *h, unsigned int *id)
+{
+    ENTER(h, "nvmlDeviceGetGpuInstanceId");
+    if (!((fake_mig *)h)->is_mig)
+        return E_INVALID;
+    *id = ((fake_mig *)h)->gi;
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(void *h, unsigned int *id)
+{
+    ENTER(h, "nvmlDeviceGetComputeInstanceId");
+    if (!((fake_mig *)h)->is_mig)
+        return E_INVALID;
+    *id = ((fake_mig *)h)->ci;
+    return OK;
+}
+#endif
