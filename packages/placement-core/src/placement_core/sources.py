@@ -1,0 +1,383 @@
+"""Where an offline inventory comes from (SPEC 3.1, 11).
+
+Sources, highest precedence first (live discovery is placement-ray's business):
+
+1. node snapshots: the JSON placement-native writes on each node (SPEC 11), as files or
+   dicts;
+2. the config's ``inventory:`` section (ranges of node ranks with an accelerator type,
+   model and count);
+3. ``accelerators_per_node`` (the CLI's ``--accelerators-per-node N``): N nvidia
+   accelerators on every node no other source describes.
+
+Each node takes its accelerators from the first source that describes it; a node that no
+source describes has none. With no source at all there is nothing to plan on and
+:func:`inventory_for` raises.
+
+Snapshots map to node ranks by a ``"node_rank"`` field when they carry one, else by the
+order they are given in (the first is node 0). Either every snapshot carries a
+``node_rank`` or none does. Unknown snapshot keys are allowed (newer writers add fields);
+missing or mistyped known ones are errors naming the file and the field.
+
+Non-accelerator hardware always comes from ``node_groups[*].hardware``
+(:func:`attach_hardware`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ._problems import problems_from_validation_error
+from .config import ClusterConfig
+from .errors import InventoryError
+from .inventory import Accelerator, HardwareDevice, Inventory, Node
+
+__all__ = [
+    "SNAPSHOT_SCHEMA",
+    "SnapshotSource",
+    "attach_hardware",
+    "inventory_for",
+    "inventory_from_config",
+    "inventory_from_snapshots",
+    "node_from_snapshot",
+]
+
+SNAPSHOT_SCHEMA = 1
+"""The node-snapshot schema version this placement-core reads."""
+
+SnapshotSource = str | os.PathLike[str] | Mapping[str, Any]
+"""A snapshot: a path to a JSON file, or the parsed dict."""
+
+_Count = Annotated[int, Field(strict=True, ge=0)]
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class _SnapshotAccelerator(_Lenient):
+    index: _Count
+    type: Literal["nvidia", "amd", "ascend", "intel", "musa", "kunlun"]
+    model: str | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    memory_bytes: _Count | None = None
+    numa_node: Annotated[int, Field(strict=True)] | None = None
+    cpu_affinity: str | None = None
+    mig: bool = False
+
+
+class _Snapshot(_Lenient):
+    version: Annotated[int, Field(strict=True)] = Field(alias="schema")
+    hostname: str | None = None
+    ip: str | None = None
+    cpus: _Count | None = None
+    accelerators: tuple[_SnapshotAccelerator, ...]
+    node_rank: _Count | None = None
+    nvml_error: str | None = None
+
+
+def _snapshot_error(name: str, field: str, reason: str) -> InventoryError:
+    return InventoryError(reason, path=f"{name}: {field}" if field else name)
+
+
+def _read_snapshot(source: SnapshotSource, position: int) -> tuple[Mapping[str, Any], str]:
+    if isinstance(source, Mapping):
+        return source, f"snapshot #{position}"
+    name = os.fspath(source)
+    try:
+        text = Path(source).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InventoryError("no such snapshot file", path=name) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise InventoryError(f"cannot read the snapshot: {error}", path=name) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InventoryError(
+            f"invalid JSON: {error.msg}", path=f"{name}:{error.lineno}:{error.colno}"
+        ) from None
+    if not isinstance(data, Mapping):
+        raise InventoryError(
+            f"expected a JSON object (a node snapshot), got {type(data).__name__}", path=name
+        )
+    return data, name
+
+
+def _parse_snapshot(data: Mapping[str, Any], name: str) -> _Snapshot:
+    version = data.get("schema")
+    if version is None:
+        raise _snapshot_error(name, "schema", "required key is missing (not a node snapshot?)")
+    if version != SNAPSHOT_SCHEMA or isinstance(version, bool):
+        raise _snapshot_error(
+            name,
+            "schema",
+            f"unsupported snapshot schema {version!r}: this placement-core reads schema "
+            f"{SNAPSHOT_SCHEMA}",
+        )
+    try:
+        return _Snapshot.model_validate(data)
+    except ValidationError as error:
+        problems = problems_from_validation_error(error, _Snapshot, root="")
+        first, rest = problems[0], problems[1:]
+        field = first.path.lstrip(".")
+        shown = "" if first.value is None else f" (got {first.value!r})"
+        more = f"; and {len(rest)} more: " + "; ".join(str(p).lstrip(".") for p in rest)
+        raise _snapshot_error(name, field, first.message + shown + (more if rest else "")) from None
+
+
+def node_from_snapshot(source: SnapshotSource, *, rank: int | None = None) -> Node:
+    """Build one node from a node snapshot (SPEC 11).
+
+    Args:
+        source: A path to the snapshot's JSON file, or the parsed dict.
+        rank: The node's rank; None takes the snapshot's ``node_rank`` field.
+
+    Returns:
+        The node, with ``node_id`` ``node-<rank>``, and the snapshot's hostname, ip, cpus
+        and accelerators.
+
+    Raises:
+        InventoryError: The snapshot cannot be read or is malformed (naming the file and
+            the field), or no rank is known.
+    """
+    data, name = _read_snapshot(source, 0 if rank is None else rank)
+    snapshot = _parse_snapshot(data, name)
+    if rank is None:
+        rank = snapshot.node_rank
+    if rank is None:
+        raise _snapshot_error(name, "node_rank", "the snapshot carries no node_rank; pass rank=")
+    return _node(snapshot, rank, name)
+
+
+def _node(snapshot: _Snapshot, rank: int, name: str) -> Node:
+    seen: set[int] = set()
+    accelerators = []
+    types = {a.type for a in snapshot.accelerators}
+    if len(types) > 1:
+        raise _snapshot_error(
+            name, "accelerators", f"one node may hold one accelerator type, got {sorted(types)}"
+        )
+    for i, entry in enumerate(snapshot.accelerators):
+        if entry.index in seen:
+            raise _snapshot_error(
+                name, f"accelerators[{i}].index", f"index {entry.index} appears twice"
+            )
+        seen.add(entry.index)
+        accelerators.append(
+            Accelerator(
+                index=entry.index,
+                type=entry.type,
+                model=entry.model,
+                uuid=entry.uuid,
+                pci_bus_id=entry.pci_bus_id,
+                memory_bytes=entry.memory_bytes,
+                numa_node=entry.numa_node,
+                cpu_affinity=entry.cpu_affinity,
+            )
+        )
+    return Node(
+        rank=rank,
+        node_id=f"node-{rank}",
+        hostname=snapshot.hostname,
+        ip=snapshot.ip,
+        cpus=snapshot.cpus,
+        accelerators=tuple(sorted(accelerators, key=lambda a: a.index)),
+    )
+
+
+def _snapshot_nodes(snapshots: Sequence[SnapshotSource], num_nodes: int | None) -> dict[int, Node]:
+    parsed = []
+    for position, source in enumerate(snapshots):
+        data, name = _read_snapshot(source, position)
+        parsed.append((_parse_snapshot(data, name), name))
+    ranked = [name for snapshot, name in parsed if snapshot.node_rank is not None]
+    if ranked and len(ranked) != len(parsed):
+        unranked = [name for snapshot, name in parsed if snapshot.node_rank is None]
+        raise InventoryError(
+            f"some snapshots carry a node_rank ({', '.join(ranked)}) and some do not "
+            f"({', '.join(unranked)}): give every snapshot a node_rank, or none and rely on "
+            "their order",
+            path="inventory",
+        )
+    nodes: dict[int, Node] = {}
+    owner: dict[int, str] = {}
+    for position, (snapshot, name) in enumerate(parsed):
+        rank = snapshot.node_rank if snapshot.node_rank is not None else position
+        if num_nodes is not None and rank >= num_nodes:
+            what = f"node_rank {rank}" if ranked else f"snapshot #{position} (node {rank})"
+            raise _snapshot_error(
+                name,
+                "node_rank" if ranked else "",
+                f"{what} is out of range: the config has {num_nodes} node(s), ranks "
+                f"0-{num_nodes - 1}",
+            )
+        if rank in owner:
+            raise _snapshot_error(
+                name, "node_rank", f"node {rank} already comes from snapshot {owner[rank]}"
+            )
+        owner[rank] = name
+        nodes[rank] = _node(snapshot, rank, name)
+    return nodes
+
+
+def inventory_from_snapshots(
+    snapshots: Sequence[SnapshotSource], *, num_nodes: int | None = None
+) -> Inventory:
+    """An inventory made of node snapshots only.
+
+    Args:
+        snapshots: Paths to snapshot JSON files or parsed dicts, one per node.
+        num_nodes: The cluster's node count; default: one node per snapshot.
+
+    Raises:
+        InventoryError: A snapshot is malformed, two claim one rank, or the snapshots do
+            not cover exactly ``num_nodes`` nodes.
+    """
+    if not snapshots:
+        raise InventoryError("expected at least one node snapshot", path="inventory")
+    nodes = _snapshot_nodes(snapshots, num_nodes)
+    expected = len(snapshots) if num_nodes is None else num_nodes
+    missing = [r for r in range(expected) if r not in nodes]
+    if missing:
+        raise InventoryError(
+            f"no snapshot for node(s) {', '.join(map(str, missing))}: expected one snapshot "
+            f"per node 0-{expected - 1}",
+            path="inventory",
+        )
+    return Inventory(tuple(nodes.values()))
+
+
+def _config_accelerators(config: ClusterConfig) -> dict[int, tuple[Accelerator, ...]]:
+    by_rank: dict[int, tuple[Accelerator, ...]] = {}
+    for entry in config.inventory:
+        spec = entry.accelerators
+        shared = tuple(
+            Accelerator(index=i, type=spec.type, model=spec.model) for i in range(spec.count)
+        )
+        for rank in entry.node_ranks:
+            by_rank[rank] = shared
+    return by_rank
+
+
+def inventory_from_config(config: ClusterConfig) -> Inventory | None:
+    """The inventory the config's ``inventory:`` section declares, or None without one.
+
+    Nodes the section does not list have no accelerators.
+    """
+    if not config.inventory:
+        return None
+    return inventory_for(config)
+
+
+def _check_count(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InventoryError(
+            f"expected an integer >= 0, got {value!r}", path="accelerators_per_node"
+        )
+    return value
+
+
+def inventory_for(
+    config: ClusterConfig,
+    *,
+    snapshots: Sequence[SnapshotSource] = (),
+    accelerators_per_node: int | None = None,
+) -> Inventory:
+    """The inventory to plan ``config`` on, from every offline source (SPEC 3.1).
+
+    Each node takes its accelerators from the first source that describes it: its
+    snapshot, then the ``inventory:`` entry listing it, then ``accelerators_per_node``;
+    a node no source describes has none. Hardware is not attached here (see
+    :func:`attach_hardware`).
+
+    Args:
+        config: The cluster config; the inventory has ``config.num_nodes`` nodes.
+        snapshots: Node snapshots (paths or dicts), mapped to ranks as the module
+            docstring describes.
+        accelerators_per_node: nvidia accelerators for every node no other source
+            describes (``--accelerators-per-node``).
+
+    Raises:
+        InventoryError: No source was given at all, a snapshot is malformed or out of
+            range, or ``accelerators_per_node`` is not an int >= 0.
+    """
+    per_node = _check_count(accelerators_per_node)
+    if isinstance(snapshots, str | os.PathLike):
+        snapshots = [snapshots]
+    if not snapshots and not config.inventory and per_node is None:
+        raise InventoryError(
+            "nothing says which accelerators the nodes have: add an `inventory:` section to "
+            "the config, pass node snapshots (placement plan --inventory node*.json) or "
+            "--accelerators-per-node N (0 for CPU-only nodes)",
+            path="inventory",
+        )
+    from_snapshots = _snapshot_nodes(snapshots, config.num_nodes) if snapshots else {}
+    from_config = _config_accelerators(config)
+    fallback = tuple(Accelerator(index=i) for i in range(per_node or 0))
+    nodes = []
+    for rank in range(config.num_nodes):
+        node = from_snapshots.get(rank)
+        if node is None:
+            node = Node(
+                rank=rank, node_id=f"node-{rank}", accelerators=from_config.get(rank, fallback)
+            )
+        nodes.append(node)
+    return Inventory(tuple(nodes))
+
+
+def attach_hardware(inventory: Inventory, config: ClusterConfig) -> Inventory:
+    """Fill each node's ``hardware`` from the config's ``node_groups[*].hardware``.
+
+    A device's node-local ``index`` is its position among the devices of its type on that
+    node, in config order; ``config`` holds the device's settings (``model_dump()``).
+    Devices of types the config declares replace any the inventory already had; other
+    hardware is kept. Attaching twice gives the same inventory.
+
+    Raises:
+        InventoryError: A device names a node the inventory does not have.
+    """
+    devices: dict[int, list[HardwareDevice]] = {}
+    declared: set[str] = set()
+    counts: dict[tuple[int, str], int] = {}
+    for g, group in enumerate(config.node_groups):
+        if group.hardware is None:
+            continue
+        kind = group.hardware.type
+        declared.add(kind)
+        for c, device in enumerate(group.hardware.configs):
+            rank = device.node_rank
+            if not 0 <= rank < inventory.num_nodes:
+                raise InventoryError(
+                    f"node {rank} is not in the inventory (nodes 0-{inventory.num_nodes - 1})",
+                    path=f"cluster.node_groups[{g}].hardware.configs[{c}].node_rank",
+                )
+            index = counts.get((rank, kind), 0)
+            counts[(rank, kind)] = index + 1
+            devices.setdefault(rank, []).append(
+                HardwareDevice(type=kind, index=index, config=device.model_dump())
+            )
+    if not declared:
+        return inventory
+    changed = _replace_hardware(inventory.nodes, devices, declared)
+    return inventory.replace_nodes(changed) if changed else inventory
+
+
+def _replace_hardware(
+    nodes: Iterable[Node], devices: Mapping[int, list[HardwareDevice]], declared: set[str]
+) -> list[Node]:
+    changed = []
+    for node in nodes:
+        kept = tuple(d for d in node.hardware if d.type not in declared)
+        hardware = kept + tuple(devices.get(node.rank, ()))
+        if hardware != node.hardware:
+            changed.append(dataclasses.replace(node, hardware=hardware))
+    return changed

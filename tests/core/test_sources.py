@@ -1,0 +1,351 @@
+"""Inventories from the config, node snapshots and --accelerators-per-node (SPEC 3.1, 11)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from placement_core.config import load_config
+from placement_core.errors import InventoryError
+from placement_core.inventory import HardwareDevice, Inventory
+from placement_core.sources import (
+    attach_hardware,
+    inventory_for,
+    inventory_from_config,
+    inventory_from_snapshots,
+    node_from_snapshot,
+)
+
+
+def snapshot(count: int = 2, **rest: Any) -> dict[str, Any]:
+    """A SPEC 11 node snapshot with ``count`` H100s."""
+    document: dict[str, Any] = {
+        "schema": 1,
+        "hostname": "gpu-a",
+        "ip": "10.0.0.7",
+        "cpus": 128,
+        "accelerators": [
+            {
+                "index": i,
+                "type": "nvidia",
+                "model": "NVIDIA H100 80GB HBM3",
+                "uuid": f"GPU-{i}",
+                "pci_bus_id": f"00000000:{18 + i:02X}:00.0",
+                "memory_bytes": 85520809984,
+                "numa_node": 0,
+                "cpu_affinity": "0-55,112-167",
+                "mig": False,
+            }
+            for i in range(count)
+        ],
+        "links": [[0, 1, "NV18"]],
+        "driver": "580.159.04",
+        "source": "nvml-cffi",
+    }
+    document.update(rest)
+    return document
+
+
+def config(num_nodes: int = 2, **section: Any) -> Any:
+    section.setdefault("component_placement", {"actor": "0"})
+    return load_config({"cluster": {"num_nodes": num_nodes, **section}})
+
+
+def accel_counts(inventory: Inventory) -> list[int]:
+    return [len(node.accelerators) for node in inventory.nodes]
+
+
+# ----------------------------------------------------------------------------- snapshots
+
+
+def test_snapshot_becomes_a_node() -> None:
+    node = node_from_snapshot(snapshot(), rank=3)
+    assert (node.rank, node.node_id, node.hostname, node.ip, node.cpus) == (
+        3,
+        "node-3",
+        "gpu-a",
+        "10.0.0.7",
+        128,
+    )
+    first = node.accelerators[0]
+    assert first.uuid == "GPU-0"
+    assert first.pci_bus_id == "00000000:12:00.0"
+    assert first.memory_bytes == 85520809984
+    assert first.numa_node == 0
+    assert first.cpu_affinity == "0-55,112-167"
+    assert node.accelerator_type == "nvidia"
+
+
+def test_snapshot_file(tmp_path: Path) -> None:
+    path = tmp_path / "node.json"
+    path.write_text(json.dumps(snapshot(8)))
+    assert len(node_from_snapshot(path, rank=0).accelerators) == 8
+
+
+def test_snapshot_without_nvml_has_no_accelerators() -> None:
+    node = node_from_snapshot(snapshot(0, nvml_error="libnvidia-ml.so.1 not found"), rank=0)
+    assert node.accelerators == ()
+
+
+def test_snapshot_unknown_keys_are_allowed() -> None:
+    data = snapshot(1, numa_nodes=2)
+    data["accelerators"][0]["compute_capability"] = "9.0"
+    assert node_from_snapshot(data, rank=0).accelerators[0].index == 0
+
+
+def test_snapshot_accelerators_are_sorted_by_index() -> None:
+    data = snapshot(3)
+    data["accelerators"].reverse()
+    assert node_from_snapshot(data, rank=0).accelerator_ids == (0, 1, 2)
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "reason"),
+    [
+        ({"schema": 2}, "schema", "unsupported snapshot schema 2"),
+        ({"schema": True}, "schema", "unsupported snapshot schema"),
+        ({"cpus": "many"}, "cpus", "expected an integer"),
+        ({"cpus": -1}, "cpus", ">= 0"),
+        ({"accelerators": None}, "accelerators", "expected a list"),
+        ({"hostname": 5}, "hostname", "expected a string"),
+    ],
+)
+def test_malformed_snapshot_names_file_and_field(
+    tmp_path: Path, change: dict[str, Any], field: str, reason: str
+) -> None:
+    path = tmp_path / "node3.json"
+    path.write_text(json.dumps(snapshot() | change))
+    with pytest.raises(InventoryError) as caught:
+        node_from_snapshot(path, rank=0)
+    assert caught.value.path == f"{path}: {field}"
+    assert reason in caught.value.reason
+
+
+def test_malformed_accelerator_entry() -> None:
+    data = snapshot(2)
+    data["accelerators"][1]["index"] = "1"
+    data["accelerators"][1]["type"] = "cuda"
+    with pytest.raises(InventoryError) as caught:
+        node_from_snapshot(data, rank=0)
+    assert caught.value.path == "snapshot #0: accelerators[1].index"
+    assert "and 1 more: accelerators[1].type" in caught.value.reason
+
+
+def test_snapshot_missing_schema() -> None:
+    with pytest.raises(InventoryError, match="not a node snapshot"):
+        node_from_snapshot({"hostname": "x"}, rank=0)
+
+
+def test_repeated_accelerator_index() -> None:
+    data = snapshot(2)
+    data["accelerators"][1]["index"] = 0
+    with pytest.raises(InventoryError, match="index 0 appears twice"):
+        node_from_snapshot(data, rank=0)
+
+
+def test_snapshot_invalid_json(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text('{"schema": 1,\n "accelerators": [}')
+    with pytest.raises(InventoryError) as caught:
+        node_from_snapshot(path, rank=0)
+    assert caught.value.path == f"{path}:2:19"
+
+
+def test_snapshot_must_be_an_object(tmp_path: Path) -> None:
+    path = tmp_path / "list.json"
+    path.write_text("[1, 2]")
+    with pytest.raises(InventoryError, match="expected a JSON object"):
+        node_from_snapshot(path, rank=0)
+
+
+def test_missing_snapshot_file(tmp_path: Path) -> None:
+    with pytest.raises(InventoryError, match="no such snapshot file"):
+        node_from_snapshot(tmp_path / "nope.json", rank=0)
+
+
+def test_snapshot_rank_from_its_node_rank_field() -> None:
+    assert node_from_snapshot(snapshot(node_rank=5)).rank == 5
+    with pytest.raises(InventoryError, match="carries no node_rank"):
+        node_from_snapshot(snapshot())
+
+
+def test_snapshots_in_file_order() -> None:
+    inventory = inventory_from_snapshots([snapshot(1, hostname="a"), snapshot(2, hostname="b")])
+    assert [n.hostname for n in inventory.nodes] == ["a", "b"]
+    assert accel_counts(inventory) == [1, 2]
+
+
+def test_snapshots_by_node_rank_field() -> None:
+    inventory = inventory_from_snapshots(
+        [snapshot(1, hostname="b", node_rank=1), snapshot(2, hostname="a", node_rank=0)]
+    )
+    assert [n.hostname for n in inventory.nodes] == ["a", "b"]
+
+
+def test_snapshots_mixing_ranked_and_unranked() -> None:
+    with pytest.raises(InventoryError, match="some snapshots carry a node_rank"):
+        inventory_from_snapshots([snapshot(node_rank=1), snapshot()])
+
+
+def test_two_snapshots_for_one_node() -> None:
+    with pytest.raises(InventoryError, match="node 0 already comes from snapshot"):
+        inventory_from_snapshots([snapshot(node_rank=0), snapshot(node_rank=0)])
+
+
+def test_snapshots_must_cover_every_node() -> None:
+    with pytest.raises(InventoryError, match=r"no snapshot for node\(s\) 1"):
+        inventory_from_snapshots([snapshot(node_rank=0), snapshot(node_rank=2)], num_nodes=3)
+
+
+def test_snapshots_give_mixed_nodes() -> None:
+    amd = snapshot(4)
+    for entry in amd["accelerators"]:
+        entry["type"] = "amd"
+    inventory = inventory_from_snapshots([snapshot(8), amd, snapshot(0)])
+    assert accel_counts(inventory) == [8, 4, 0]
+    assert [n.accelerator_type for n in inventory.nodes] == ["nvidia", "amd", None]
+
+
+# ----------------------------------------------------------------------------- the config
+
+
+def test_config_inventory_section() -> None:
+    cfg = config(
+        4,
+        inventory=[
+            {"node_ranks": "0-1", "accelerators": {"type": "nvidia", "model": "A800", "count": 8}},
+            {"node_ranks": 3, "accelerators": {"type": "ascend", "count": 4}},
+        ],
+    )
+    inventory = inventory_from_config(cfg)
+    assert inventory is not None
+    assert accel_counts(inventory) == [8, 8, 0, 4]
+    assert inventory.nodes[0].accelerators[0].model == "A800"
+    assert inventory.nodes[3].accelerator_type == "ascend"
+    assert [n.node_id for n in inventory.nodes] == ["node-0", "node-1", "node-2", "node-3"]
+
+
+def test_config_without_inventory_section() -> None:
+    assert inventory_from_config(config()) is None
+
+
+def test_no_source_at_all_is_an_error() -> None:
+    with pytest.raises(InventoryError, match="--accelerators-per-node"):
+        inventory_for(config())
+
+
+def test_accelerators_per_node_shortcut() -> None:
+    assert accel_counts(inventory_for(config(3), accelerators_per_node=8)) == [8, 8, 8]
+    assert accel_counts(inventory_for(config(2), accelerators_per_node=0)) == [0, 0]
+
+
+@pytest.mark.parametrize("value", [-1, True, 2.5, "8"])
+def test_accelerators_per_node_must_be_a_count(value: Any) -> None:
+    with pytest.raises(InventoryError, match="expected an integer >= 0"):
+        inventory_for(config(), accelerators_per_node=value)
+
+
+def test_precedence_snapshot_then_config_then_shortcut() -> None:
+    cfg = config(
+        3,
+        inventory=[{"node_ranks": "0-1", "accelerators": {"type": "nvidia", "count": 4}}],
+    )
+    inventory = inventory_for(cfg, snapshots=[snapshot(2, node_rank=0)], accelerators_per_node=1)
+    assert accel_counts(inventory) == [2, 4, 1]
+    assert inventory.nodes[0].hostname == "gpu-a"
+
+
+def test_snapshot_rank_beyond_the_config() -> None:
+    with pytest.raises(InventoryError, match="out of range: the config has 2 node"):
+        inventory_for(config(2), snapshots=[snapshot(node_rank=2)])
+
+
+def test_too_many_snapshots_in_file_order() -> None:
+    with pytest.raises(InventoryError, match="snapshot #2 \\(node 2\\) is out of range"):
+        inventory_for(config(2), snapshots=[snapshot(), snapshot(), snapshot()])
+
+
+def test_fewer_snapshots_than_nodes_fall_back() -> None:
+    inventory = inventory_for(config(3), snapshots=[snapshot(8)], accelerators_per_node=2)
+    assert accel_counts(inventory) == [8, 2, 2]
+
+
+# ----------------------------------------------------------------------------- hardware
+
+
+def robot(node_rank: int, ip: str) -> dict[str, Any]:
+    return {"robot_ip": ip, "node_rank": node_rank}
+
+
+def test_attach_hardware_numbers_devices_per_node_and_type() -> None:
+    cfg = config(
+        3,
+        node_groups=[
+            {
+                "label": "arms",
+                "node_ranks": "1-2",
+                "hardware": {
+                    "type": "Franka",
+                    "configs": [robot(2, "10.0.0.1"), robot(1, "10.0.0.2"), robot(2, "10.0.0.3")],
+                },
+            }
+        ],
+    )
+    inventory = attach_hardware(inventory_for(cfg, accelerators_per_node=0), cfg)
+    assert inventory.nodes[0].hardware == ()
+    assert [(d.index, d.config["robot_ip"]) for d in inventory.nodes[2].hardware] == [
+        (0, "10.0.0.1"),
+        (1, "10.0.0.3"),
+    ]
+    assert inventory.nodes[1].hardware[0] == HardwareDevice(
+        type="Franka", index=0, config=inventory.nodes[1].hardware[0].config
+    )
+    assert inventory.nodes[1].hardware[0].config["node_rank"] == 1
+
+
+def test_attach_hardware_is_idempotent() -> None:
+    cfg = config(
+        1,
+        node_groups=[
+            {
+                "label": "a",
+                "node_ranks": 0,
+                "hardware": {"type": "Franka", "configs": [robot(0, "10.0.0.1")]},
+            }
+        ],
+    )
+    once = attach_hardware(inventory_for(cfg, accelerators_per_node=1), cfg)
+    assert attach_hardware(once, cfg) == once
+
+
+def test_attach_hardware_without_hardware_returns_the_inventory() -> None:
+    inventory = Inventory.uniform(2, 8)
+    assert attach_hardware(inventory, config()) is inventory
+
+
+def test_attach_hardware_to_a_smaller_inventory() -> None:
+    cfg = config(
+        3,
+        node_groups=[
+            {
+                "label": "a",
+                "node_ranks": 2,
+                "hardware": {"type": "Franka", "configs": [robot(2, "10.0.0.1")]},
+            }
+        ],
+    )
+    with pytest.raises(InventoryError, match="node 2 is not in the inventory"):
+        attach_hardware(Inventory.uniform(2, 8), cfg)
+
+
+def test_inventory_for_is_independent_of_snapshot_order_with_ranks() -> None:
+    snapshots = [snapshot(i + 1, node_rank=i, hostname=f"h{i}") for i in range(6)]
+    shuffled = snapshots[:]
+    random.Random(7).shuffle(shuffled)
+    assert inventory_for(config(6), snapshots=snapshots) == inventory_for(
+        config(6), snapshots=shuffled
+    )
