@@ -15,17 +15,18 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import Problem
+from .errors import PlacementError, Problem
 
 __all__ = ["Issues", "did_you_mean", "issue", "issues_from", "problems_from_validation_error"]
 
 
-class Issues(ValueError):
+class Issues(PlacementError, ValueError):
     """Problems found inside one validator, with paths relative to the value checked.
 
-    Raised from validators so pydantic records them at the value's location; load_config
-    expands them back into :class:`Problem` entries. ``suffix`` is appended to the path
-    of the value (``""``, ``"[2]"``, ``".node_ranks"``).
+    Raised from validators (pydantic records a ValueError at the value's location);
+    load_config expands them back into :class:`Problem` entries, so users never see
+    this class. Each issue is ``(suffix, message, value)``; ``suffix`` is appended to
+    the path of the value (``""``, ``"[2]"``, ``".node_ranks"``).
     """
 
     def __init__(self, issues: Sequence[tuple[str, str, object]]) -> None:
