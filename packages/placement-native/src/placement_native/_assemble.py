@@ -106,6 +106,8 @@ def assemble(
             fabric = min(wiring[i][1], wiring[j][1])
             level = raw.topology.get((gi.index, gj.index))
             p2p = raw.p2p_read.get((gi.index, gj.index))
+            if level is None and p2p is None and not (direct or fabric):
+                continue  # nothing known about the pair (one of them refused every query)
             links.append(
                 Link(
                     a=gi.index,
