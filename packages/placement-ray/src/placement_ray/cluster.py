@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from placement_core.inventory import Inventory, Node
 
@@ -203,8 +204,14 @@ class Cluster:
                 expected=expected,
                 found=self.cluster_id,
             )
+        # Beside the driver, so losing a worker node never loses the job's view.
         self._state_actor = _JobState.options(  # type: ignore[attr-defined]
-            name=STATE_ACTOR_NAME, namespace=self.namespace, get_if_exists=True
+            name=STATE_ACTOR_NAME,
+            namespace=self.namespace,
+            get_if_exists=True,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(
+                node_id=ray.get_runtime_context().get_node_id(), soft=True
+            ),
         ).remote()
         self._owner = False
         state = ray.get(self._state_actor.get.remote(), timeout=60)
@@ -238,15 +245,22 @@ class Cluster:
         node_ip_address: str | None,
     ) -> tuple[str, str]:
         address = address or os.environ.get("RAY_ADDRESS") or None
-        job = job or os.environ.get(JOB_ENV) or None
-        if job is not None and (not job.strip() or "/" in job):
+        if job is None:
+            job = os.environ.get(JOB_ENV) or None
+        if job is not None and (not isinstance(job, str) or not job.strip() or "/" in job):
             raise ArgumentError(f"job: expected a non-empty name without '/', got {job!r}")
         local_only = {
             "num_gpus": num_gpus,
             "num_cpus": num_cpus,
             "node_ip_address": node_ip_address,
         }
+        given = [k for k, v in local_only.items() if v is not None]
         if ray.is_initialized():
+            if given:
+                raise ArgumentError(
+                    f"{', '.join(given)} only apply when starting a local cluster; Ray is "
+                    "already connected"
+                )
             namespace = ray.get_runtime_context().namespace
             current = ray.get_runtime_context().gcs_address
             if address and address not in (current, "auto") and not address.startswith("ray://"):
@@ -265,7 +279,6 @@ class Cluster:
         job = job or uuid.uuid4().hex[:12]
         namespace = NAMESPACE_PREFIX + job
         if address:
-            given = [k for k, v in local_only.items() if v is not None]
             if given:
                 raise ClusterError(
                     f"{', '.join(given)} only apply when starting a local cluster; "

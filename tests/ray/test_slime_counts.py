@@ -1,0 +1,50 @@
+"""SPEC 10's table of slime modes, without a cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from placement_ray.errors import ArgumentError
+from placement_ray.slime import slime_bundle_counts
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ({}, ("disaggregated", 12, 8, 8, 4)),
+        ({"colocate": True}, ("colocate", 8, 8, 0, 4)),
+        ({"debug_train_only": True}, ("debug_train_only", 8, 8, 0, 0)),
+        ({"debug_rollout_only": True}, ("debug_rollout_only", 4, 0, 0, 4)),
+    ],
+)
+def test_spec_10_table(flags: dict[str, bool], expected: tuple[object, ...]) -> None:
+    assert slime_bundle_counts(2, 4, 4, **flags) == expected
+
+
+def test_colocate_takes_the_larger_of_actor_and_rollout_gpus() -> None:
+    assert slime_bundle_counts(1, 4, 6, colocate=True) == ("colocate", 6, 4, 0, 6)
+
+
+def test_debug_flags_win_over_colocate_as_in_slime() -> None:
+    assert slime_bundle_counts(1, 4, 2, colocate=True, debug_train_only=True)[0] == (
+        "debug_train_only"
+    )
+
+
+def test_both_debug_flags_are_an_error() -> None:
+    with pytest.raises(ArgumentError, match="at most one may be set"):
+        slime_bundle_counts(1, 4, 4, debug_train_only=True, debug_rollout_only=True)
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        ((1.5, 4, 4), "actor_num_nodes: expected an int >= 0, got 1.5"),
+        ((1, True, 4), "actor_num_gpus_per_node: expected an int >= 0, got True"),
+        ((1, 4, -1), "rollout_num_gpus: expected an int >= 0, got -1"),
+        ((0, 4, 0), "disaggregated .* reserves no GPU"),
+    ],
+)
+def test_bad_counts_name_the_argument(args: tuple[object, ...], match: str) -> None:
+    with pytest.raises(ArgumentError, match=match):
+        slime_bundle_counts(*args)  # type: ignore[arg-type]
