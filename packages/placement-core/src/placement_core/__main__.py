@@ -1,0 +1,7 @@
+"""``python -m placement_core``: the ``placement`` command."""
+
+from __future__ import annotations
+
+from .cli import main
+
+raise SystemExit(main())

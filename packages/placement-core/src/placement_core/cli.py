@@ -1,0 +1,201 @@
+"""The ``placement`` command: plan, validate and describe cluster configs offline.
+
+::
+
+    placement plan CONFIG [--inventory SNAPSHOT.json ...] [--accelerators-per-node N]
+                          [--format table|map|json] [--expand]
+    placement validate CONFIG [--inventory ...] [--accelerators-per-node N]
+    placement schema
+
+Exit status: 0 on success, 1 when the input is wrong (missing file, YAML syntax, config
+rules, inventory, a rule that cannot be placed), 2 for a wrong command line. Errors are
+messages naming the file, the YAML path and the value; never a traceback (set
+``PLACEMENT_DEBUG=1`` to see one for an unexpected failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from ._version import __version__
+from .config import ClusterConfig, config_json_schema, load_config
+from .errors import ConfigError, PlacementError
+from .plan import Plan, plan
+from .render import render_json, render_map, render_table
+from .sources import inventory_for
+
+__all__ = ["build_parser", "main"]
+
+PROG = "placement"
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def _add_inventory_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", metavar="CONFIG", help="cluster config YAML (top-level cluster:)")
+    parser.add_argument(
+        "--inventory",
+        "-i",
+        metavar="SNAPSHOT.json",
+        nargs="+",
+        action="extend",
+        default=[],
+        help="node snapshots written by placement-native, one per node; mapped to nodes by "
+        "their node_rank field, else in the order given",
+    )
+    parser.add_argument(
+        "--accelerators-per-node",
+        "-a",
+        metavar="N",
+        type=_count,
+        help="N nvidia accelerators on every node no snapshot or inventory: entry describes",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``placement`` command."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Decide which process of a distributed job runs on which node and "
+        "accelerators, offline, from a cluster config.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    plan_parser = commands.add_parser(
+        "plan",
+        help="plan every component and print the placements",
+        description=("Plan every component of CONFIG and print where each process runs."),
+    )
+    _add_inventory_options(plan_parser)
+    plan_parser.add_argument(
+        "--format",
+        "-f",
+        choices=("table", "map", "json"),
+        default="table",
+        help="table: per-process rows; map: node x accelerator grid; json: everything",
+    )
+    plan_parser.add_argument(
+        "--expand", action="store_true", help="table: one row per process, no folding"
+    )
+
+    validate_parser = commands.add_parser(
+        "validate",
+        help="check a config (and plan it when an inventory is known)",
+        description="Check CONFIG against every rule; plan it too when the config has an "
+        "inventory: section or --inventory / --accelerators-per-node is given.",
+    )
+    _add_inventory_options(validate_parser)
+
+    commands.add_parser(
+        "schema",
+        help="print the JSON Schema of the config (for editor completion)",
+        description="Print the JSON Schema of a cluster config document.",
+    )
+    return parser
+
+
+def _inventory_known(config: ClusterConfig, args: argparse.Namespace) -> bool:
+    return bool(args.inventory or config.inventory or args.accelerators_per_node is not None)
+
+
+def _make_plan(config: ClusterConfig, args: argparse.Namespace) -> Plan:
+    inventory = inventory_for(
+        config, snapshots=args.inventory, accelerators_per_node=args.accelerators_per_node
+    )
+    return plan(config, inventory)
+
+
+def _run_plan(args: argparse.Namespace, out: TextIO) -> int:
+    result = _make_plan(load_config(args.config), args)
+    if args.format == "json":
+        out.write(render_json(result))
+    elif args.format == "map":
+        out.write(render_map(result))
+    else:
+        out.write(render_table(result, fold=not args.expand))
+    return EXIT_OK
+
+
+def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
+    config = load_config(args.config)
+    groups = len(config.node_groups)
+    components = len(config.components())
+    described = (
+        f"{config.num_nodes} nodes, {groups} node group{'s' * (groups != 1)}, "
+        f"{components} component{'s' * (components != 1)}"
+    )
+    if not _inventory_known(config, args):
+        out.write(
+            f"{args.config}: valid ({described}); not planned: no inventory (add an inventory: "
+            "section, --inventory or --accelerators-per-node to check placements too)\n"
+        )
+        return EXIT_OK
+    result = _make_plan(config, args)
+    processes = sum(len(p) for p in result.components.values())
+    warned = f", {len(result.warnings)} warning(s)" if result.warnings else ""
+    out.write(f"{args.config}: valid ({described}; {processes} processes planned{warned})\n")
+    for warning in result.warnings:
+        out.write(f"warning: {warning}\n")
+    return EXIT_OK
+
+
+def _report(error: PlacementError, config: str | None, err: TextIO) -> None:
+    if isinstance(error, ConfigError) and len(error.problems) > 1:
+        where = f"{config}: " if config else ""
+        err.write(f"{PROG}: {where}{len(error.problems)} problems:\n")
+        for problem in error.problems:
+            err.write(f"  - {problem}\n")
+        return
+    text = str(error)
+    if config and not text.startswith(config):
+        text = f"{config}: {text}"
+    err.write(f"{PROG}: error: {text}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``placement`` command; return its exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    config = getattr(args, "config", None)
+    try:
+        if args.command == "schema":
+            out.write(json.dumps(config_json_schema(), indent=2) + "\n")
+            return EXIT_OK
+        if args.command == "validate":
+            return _run_validate(args, out)
+        return _run_plan(args, out)
+    except PlacementError as error:
+        _report(error, config, err)
+        return EXIT_INVALID
+    except BrokenPipeError:
+        # The reader went away (`placement plan ... | head`): stop quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:
+        if os.environ.get("PLACEMENT_DEBUG"):
+            raise
+        err.write(
+            f"{PROG}: internal error: {type(error).__name__}: {error}\n"
+            "This is a bug in placement; run again with PLACEMENT_DEBUG=1 for the traceback "
+            "and report it.\n"
+        )
+        return EXIT_INVALID

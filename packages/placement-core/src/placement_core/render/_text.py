@@ -1,0 +1,52 @@
+"""Helpers shared by the text renderers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from placement_core.inventory import Node
+from placement_core.plan import Plan
+from placement_core.ranks import format_rank_list
+
+
+def align(rows: Sequence[Sequence[str]], *, indent: str = "") -> list[str]:
+    """Left-aligned columns separated by two spaces; trailing spaces trimmed."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        (
+            indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def ranks(values: Sequence[int]) -> str:
+    """A rank list, or ``-`` for none."""
+    return format_rank_list(values) or "-"
+
+
+def node_kind(node: Node) -> str:
+    """A node's accelerators in a few words: ``8x A800``, ``4x amd``, ``no accelerators``."""
+    if not node.accelerators:
+        return "no accelerators"
+    first = node.accelerators[0]
+    label = first.model or first.type
+    return f"{len(node.accelerators)}x {label}"
+
+
+def summary(plan: Plan) -> str:
+    """One line: nodes, accelerators, components and processes of a plan."""
+    nodes = plan.inventory.nodes
+    accelerators = sum(len(node.accelerators) for node in nodes)
+    processes = sum(len(placements) for placements in plan.components.values())
+    return (
+        f"{len(nodes)} nodes, {accelerators} accelerators, {len(plan.components)} components, "
+        f"{processes} processes"
+    )
+
+
+def warnings_block(plan: Plan) -> list[str]:
+    """The plan's warnings as lines, preceded by a blank line; none when there are none."""
+    if not plan.warnings:
+        return []
+    return ["", *(f"warning: {warning}" for warning in plan.warnings)]

@@ -1,0 +1,84 @@
+"""The ``json`` view: the plan as ``{"schema": 1, "nodes", "components", "warnings"}``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from placement_core.inventory import Node
+from placement_core.plan import Plan
+
+__all__ = ["JSON_SCHEMA_VERSION", "plan_to_dict", "render_json"]
+
+JSON_SCHEMA_VERSION = 1
+
+
+def _node(node: Node) -> dict[str, Any]:
+    return {
+        "node_rank": node.rank,
+        "node_id": node.node_id,
+        "hostname": node.hostname,
+        "ip": node.ip,
+        "cpus": node.cpus,
+        "accelerators": [
+            {
+                "index": a.index,
+                "type": a.type,
+                "model": a.model,
+                "uuid": a.uuid,
+                "pci_bus_id": a.pci_bus_id,
+                "memory_bytes": a.memory_bytes,
+                "numa_node": a.numa_node,
+                "cpu_affinity": a.cpu_affinity,
+            }
+            for a in node.accelerators
+        ],
+        "hardware": [
+            {"type": d.type, "index": d.index, "config": dict(d.config)} for d in node.hardware
+        ],
+    }
+
+
+def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
+    """The plan as plain JSON-ready data.
+
+    Each component maps to its placements in rank order, each with exactly the keys
+    ``rank, node_rank, node_id, placement_node_rank, local_rank, local_world_size,
+    hardware_ranks, visible_accelerators, local_accelerator_rank, accelerator_type,
+    node_group, isolate_accelerator, env``.
+
+    Args:
+        plan: The plan.
+        env: Include each worker's environment (SPEC 8); ``None`` when False.
+    """
+    components: dict[str, list[dict[str, Any]]] = {}
+    for name, placements in plan.components.items():
+        components[name] = [
+            {
+                "rank": p.rank,
+                "node_rank": p.node_rank,
+                "node_id": p.node_id,
+                "placement_node_rank": p.placement_node_rank,
+                "local_rank": p.local_rank,
+                "local_world_size": p.local_world_size,
+                "hardware_ranks": list(p.hardware_ranks),
+                "visible_accelerators": list(p.visible_accelerators),
+                "local_accelerator_rank": p.local_accelerator_rank,
+                "accelerator_type": p.accelerator_type,
+                "node_group": p.node_group,
+                "isolate_accelerator": p.isolate_accelerator,
+                "env": plan.env(name, p.rank) if env else None,
+            }
+            for p in placements
+        ]
+    return {
+        "schema": JSON_SCHEMA_VERSION,
+        "nodes": [_node(node) for node in plan.inventory.nodes],
+        "components": components,
+        "warnings": list(plan.warnings),
+    }
+
+
+def render_json(plan: Plan, *, indent: int | None = 2) -> str:
+    """The plan as JSON text (see :func:`plan_to_dict`), ending with a newline."""
+    return json.dumps(plan_to_dict(plan), indent=indent, default=str) + "\n"

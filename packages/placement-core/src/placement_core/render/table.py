@@ -1,0 +1,142 @@
+"""The ``table`` view: each component's processes with node, resources and local rank."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from placement_core.plan import Plan
+from placement_core.ranks import format_rank_list
+from placement_core.records import Placement
+
+from ._text import align, ranks, summary, warnings_block
+
+__all__ = ["render_table"]
+
+HEADER = ("RANK", "NODE", "RESOURCES", "VISIBLE", "LOCAL_RANK", "GROUP")
+
+
+def render_table(plan: Plan, *, fold: bool = True) -> str:
+    """Render every component's placements as aligned columns.
+
+    One row per process: rank, node rank, the resources it holds (accelerator ids,
+    ``Franka 0`` for hardware, ``node`` for a whole-node process), the accelerators it
+    may see, its local rank out of the component's processes on that node, and the node
+    group.
+
+    Args:
+        plan: The plan.
+        fold: Fold runs of consecutive ranks on one node into one row: processes sharing
+            the same resources (100 agents on one node: ``LOCAL_RANK 0-99/100``) and
+            processes on successive equal blocks of resources (``0-7 (1 each)``; VISIBLE
+            ``own`` when each process sees only its own). False lists every process.
+    """
+    lines = [f"plan: {summary(plan)}"]
+    for name, placements in plan.components.items():
+        rule = plan.config.components()[name]
+        lines += [
+            "",
+            f"{name}: {len(placements)} processes on {','.join(rule.node_groups)} "
+            f"(placement {rule.placement!r}"
+            + (f", stride {rule.stride})" if rule.stride > 1 else ")"),
+        ]
+        rows = [HEADER, *(_row(run) for run in _runs(placements, fold))]
+        lines += align(rows, indent="  ")
+    lines += warnings_block(plan)
+    return "\n".join(lines) + "\n"
+
+
+def _resources(placement: Placement) -> str:
+    if placement.hardware_type is not None:
+        return f"{placement.hardware_type} {format_rank_list(placement.hardware_ranks)}"
+    if not placement.hardware_ranks:
+        return "node"
+    return format_rank_list(placement.hardware_ranks)
+
+
+def _same_slot(a: Placement, b: Placement) -> bool:
+    """b is the next rank on exactly a's resources (processes sharing them)."""
+    return (
+        b.rank == a.rank + 1
+        and b.node_rank == a.node_rank
+        and b.local_rank == a.local_rank + 1
+        and b.hardware_ranks == a.hardware_ranks
+        and b.hardware_type == a.hardware_type
+        and b.visible_accelerators == a.visible_accelerators
+        and b.node_group == a.node_group
+    )
+
+
+def _contiguous(ids: tuple[int, ...]) -> bool:
+    return bool(ids) and ids == tuple(range(ids[0], ids[0] + len(ids)))
+
+
+def _next_block(a: Placement, b: Placement) -> bool:
+    """b is the next rank on the next block of as many contiguous resources as a's."""
+    if not (
+        b.rank == a.rank + 1
+        and b.node_rank == a.node_rank
+        and b.local_rank == a.local_rank + 1
+        and b.hardware_type == a.hardware_type
+        and b.node_group == a.node_group
+        and b.isolate_accelerator == a.isolate_accelerator
+        and _contiguous(a.hardware_ranks)
+        and len(b.hardware_ranks) == len(a.hardware_ranks)
+        and b.hardware_ranks[0] == a.hardware_ranks[-1] + 1
+        and _contiguous(b.hardware_ranks)
+    ):
+        return False
+    own = a.visible_accelerators == a.hardware_ranks and b.visible_accelerators == b.hardware_ranks
+    return own or a.visible_accelerators == b.visible_accelerators
+
+
+def _runs(placements: Sequence[Placement], fold: bool) -> Iterator[list[Placement]]:
+    """Runs of consecutive ranks that one row can describe."""
+    if not placements:
+        return
+    run = [placements[0]]
+    for placement in placements[1:]:
+        if (
+            fold
+            and len(run) == 1
+            and (_same_slot(run[-1], placement) or _next_block(run[-1], placement))
+        ) or (
+            fold
+            and len(run) > 1
+            and (
+                _same_slot(run[-1], placement)
+                if run[0].hardware_ranks == run[1].hardware_ranks
+                else _next_block(run[-1], placement)
+            )
+        ):
+            run.append(placement)
+        else:
+            yield run
+            run = [placement]
+    yield run
+
+
+def _span(a: int, b: int) -> str:
+    return str(a) if a == b else f"{a}-{b}"
+
+
+def _row(run: list[Placement]) -> tuple[str, ...]:
+    first, last = run[0], run[-1]
+    resources, visible = _resources(first), ranks(first.visible_accelerators)
+    if len(run) > 1 and first.hardware_ranks != last.hardware_ranks:
+        each = len(first.hardware_ranks)
+        resources = f"{_resources_span(first, last)} ({each} each)"
+        if first.visible_accelerators == first.hardware_ranks:
+            visible = "own"
+    return (
+        _span(first.rank, last.rank),
+        str(first.node_rank),
+        resources,
+        visible,
+        f"{_span(first.local_rank, last.local_rank)}/{first.local_world_size}",
+        first.node_group,
+    )
+
+
+def _resources_span(first: Placement, last: Placement) -> str:
+    span = _span(first.hardware_ranks[0], last.hardware_ranks[-1])
+    return f"{first.hardware_type} {span}" if first.hardware_type else span
