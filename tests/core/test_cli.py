@@ -1,0 +1,191 @@
+"""The `placement` command: exit codes, output, and messages instead of tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from placement_core.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+HETEROGENEOUS = str(EXAMPLES / "heterogeneous.yaml")
+
+Run = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str]) -> Run:
+    """Run the CLI in-process; return (exit status, stdout, stderr)."""
+
+    def invoke(*argv: str) -> tuple[int, str, str]:
+        try:
+            status = main(list(argv))
+        except SystemExit as exit_:  # argparse exits on usage errors
+            status = exit_.code if isinstance(exit_.code, int) else 1
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.err
+        return status, captured.out, captured.err
+
+    return invoke
+
+
+def test_plan_prints_a_table(run: Run) -> None:
+    status, out, _ = run("plan", HETEROGENEOUS)
+    assert status == 0
+    assert out.startswith("plan: 18 nodes, 128 accelerators, 4 components, 530 processes")
+    assert "actor: 64 processes on a800" in out
+
+
+@pytest.mark.parametrize("fmt", ["table", "map", "json"])
+def test_plan_formats(run: Run, fmt: str) -> None:
+    status, out, _ = run("plan", HETEROGENEOUS, "--format", fmt)
+    assert status == 0
+    if fmt == "json":
+        assert json.loads(out)["schema"] == 1
+    elif fmt == "map":
+        assert out.startswith("map: ")
+
+
+def test_plan_expand(run: Run) -> None:
+    _, folded, _ = run("plan", HETEROGENEOUS)
+    _, expanded, _ = run("plan", HETEROGENEOUS, "--expand")
+    assert len(expanded.splitlines()) > len(folded.splitlines())
+
+
+def test_plan_with_accelerators_per_node(run: Run, write_file: Callable[[str, str], Path]) -> None:
+    path = write_file("c.yaml", "cluster:\n  num_nodes: 2\n  component_placement: {actor: 0-15}\n")
+    status, out, _ = run("plan", str(path), "--accelerators-per-node", "8", "-f", "json")
+    assert status == 0
+    assert len(json.loads(out)["components"]["actor"]) == 16
+
+
+def test_plan_with_snapshots(run: Run, write_file: Callable[[str, str], Path]) -> None:
+    config = write_file("c.yaml", "cluster:\n  num_nodes: 2\n  component_placement: {a: all}\n")
+    snapshots = []
+    for rank, count in ((1, 2), (0, 4)):
+        accelerators = [{"index": i, "type": "nvidia"} for i in range(count)]
+        document = {"schema": 1, "node_rank": rank, "accelerators": accelerators}
+        snapshots.append(str(write_file(f"n{rank}.json", json.dumps(document))))
+    status, out, _ = run("plan", str(config), "--inventory", *snapshots, "-f", "json")
+    assert status == 0
+    placements = json.loads(out)["components"]["a"]
+    assert [p["node_rank"] for p in placements] == [0, 0, 0, 0, 1, 1]
+
+
+def test_plan_without_any_inventory_says_what_to_add(
+    run: Run, write_file: Callable[[str, str], Path]
+) -> None:
+    path = write_file("c.yaml", "cluster:\n  num_nodes: 2\n  component_placement: {a: 0-1}\n")
+    status, _, err = run("plan", str(path))
+    assert status == 1
+    assert "--accelerators-per-node" in err
+
+
+def test_validate_ok(run: Run) -> None:
+    status, out, _ = run("validate", HETEROGENEOUS)
+    assert status == 0
+    assert out.splitlines() == [
+        f"{HETEROGENEOUS}: valid (18 nodes, 3 node groups, 4 components; 530 processes planned)"
+    ]
+
+
+def test_validate_without_inventory_checks_the_config_only(
+    run: Run, write_file: Callable[[str, str], Path]
+) -> None:
+    path = write_file("c.yaml", "cluster:\n  num_nodes: 2\n  component_placement: {a: 0-1}\n")
+    status, out, _ = run("validate", str(path))
+    assert status == 0
+    assert "valid (2 nodes, 0 node groups, 1 component); not planned: no inventory" in out
+
+
+def test_validate_lists_every_problem_with_its_path(
+    run: Run, write_file: Callable[[str, str], Path]
+) -> None:
+    path = write_file(
+        "bad.yaml",
+        "cluster:\n"
+        "  num_nodes: 2\n"
+        "  component_placement: {a: '0-3:x', b: {placement: 1, strid: 2}}\n"
+        "  node_groups: [{label: g, node_ranks: 0-5}]\n",
+    )
+    status, _, err = run("validate", str(path))
+    assert status == 1
+    assert err.startswith(f"placement: {path}: 3 problems:")
+    assert "  - cluster.component_placement.a.placement: " in err
+    assert "  - cluster.component_placement.b.strid: unknown key" in err
+    assert "  - cluster.node_groups[0].node_ranks: " in err
+
+
+def test_validate_reports_a_rule_that_cannot_be_placed(
+    run: Run, write_file: Callable[[str, str], Path]
+) -> None:
+    path = write_file("c.yaml", "cluster:\n  num_nodes: 1\n  component_placement: {a: 0-5:0-3}\n")
+    status, _, err = run("validate", str(path), "-a", "8")
+    assert status == 1
+    assert "cluster.component_placement.a.placement" in err
+
+
+def test_missing_file(run: Run, tmp_path: Path) -> None:
+    status, _, err = run("plan", str(tmp_path / "nope.yaml"))
+    assert status == 1
+    assert err == f"placement: error: {tmp_path / 'nope.yaml'}: no such file\n"
+
+
+def test_yaml_syntax_error_names_line_and_column(
+    run: Run, write_file: Callable[[str, str], Path]
+) -> None:
+    path = write_file("bad.yaml", "cluster:\n  num_nodes: 2\n  component_placement: {a: [}\n")
+    status, _, err = run("validate", str(path))
+    assert status == 1
+    assert f"{path}:3:" in err
+    assert "YAML syntax error" in err
+
+
+def test_malformed_snapshot_names_the_file(
+    run: Run, write_file: Callable[[str, str], Path]
+) -> None:
+    snapshot = write_file("n0.json", json.dumps({"schema": 1, "accelerators": "none"}))
+    status, _, err = run("plan", HETEROGENEOUS, "--inventory", str(snapshot))
+    assert status == 1
+    assert f"{snapshot}: accelerators" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        (),
+        ("plan",),
+        ("frobnicate",),
+        ("plan", HETEROGENEOUS, "--format", "svg"),
+        ("plan", HETEROGENEOUS, "--accelerators-per-node", "-1"),
+        ("plan", HETEROGENEOUS, "--accelerators-per-node", "eight"),
+    ],
+)
+def test_usage_errors_exit_2(run: Run, argv: tuple[str, ...]) -> None:
+    status, _, err = run(*argv)
+    assert status == 2
+    assert "usage: placement" in err
+
+
+def test_schema(run: Run) -> None:
+    status, out, _ = run("schema")
+    assert status == 0
+    schema = json.loads(out)
+    assert schema["properties"]["cluster"] == {"$ref": "#/$defs/ClusterConfig"}
+
+
+def test_module_entry_point() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "placement_core", "validate", HETEROGENEOUS],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "valid" in result.stdout

@@ -1,0 +1,137 @@
+"""What the table and map views show: folding, colocation, big and mixed clusters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from placement_core.inventory import Accelerator, Inventory, Node
+from placement_core.plan import plan
+from placement_core.render import render_map, render_table
+from placement_core.render.map import component_codes
+
+
+def config(num_nodes: int, placement: dict[str, Any], **rest: Any) -> dict[str, Any]:
+    return {"cluster": {"num_nodes": num_nodes, "component_placement": placement, **rest}}
+
+
+def rows(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines()]
+
+
+def test_component_codes_are_shortest_unique_prefixes() -> None:
+    assert component_codes(["actor", "agent", "rollout", "env"]) == {
+        "actor": "ac",
+        "agent": "ag",
+        "rollout": "r",
+        "env": "e",
+    }
+
+
+def test_component_codes_for_prefix_names_and_digits() -> None:
+    assert component_codes(["a", "ab"]) == {"a": "a", "ab": "ab"}
+    assert component_codes(["env1", "env2"]) == {"env1": "env1:", "env2": "env2:"}
+
+
+def test_map_shows_processes_sharing_an_accelerator() -> None:
+    result = plan(config(1, {"actor": "0-3:0-7"}), Inventory.uniform(1, 4))
+    grid = rows(render_map(result))
+    node_row = next(r for r in grid if r[:1] == ["0"])
+    assert node_row[3:7] == ["a0-1", "a2-3", "a4-5", "a6-7"]
+
+
+def test_map_joins_components_with_plus() -> None:
+    result = plan(config(1, {"actor,critic": "0-1"}), Inventory.uniform(1, 2))
+    node_row = next(r for r in rows(render_map(result)) if r[:1] == ["0"])
+    assert node_row[3:5] == ["a0+c0", "a1+c1"]
+
+
+def test_map_marks_free_accelerators() -> None:
+    result = plan(config(1, {"actor": "1"}), Inventory.uniform(1, 3))
+    node_row = next(r for r in rows(render_map(result)) if r[:1] == ["0"])
+    assert node_row[3:6] == [".", "a0", "."]
+
+
+def test_map_folds_identical_consecutive_nodes() -> None:
+    result = plan(config(100, {"actor": "all"}), Inventory.uniform(100, 8))
+    text = render_map(result)
+    assert "nodes 1-98: same layout, ranks continue" in text
+    first_column = [r[0] for r in rows(text)[4:] if r]
+    assert first_column == ["0", "⋮", "99"]
+
+
+def test_map_caps_long_maps() -> None:
+    # Every node differs (one more free accelerator each), so nothing folds.
+    nodes = tuple(
+        Node(
+            rank=r,
+            node_id=f"node-{r}",
+            accelerators=tuple(Accelerator(i) for i in range(r % 7 + 1)),
+        )
+        for r in range(100)
+    )
+    result = plan(
+        config(100, {"agent": {"node_group": "node", "placement": "all"}}), Inventory(nodes)
+    )
+    text = render_map(result, max_nodes=10)
+    assert "... 90 more nodes not shown" in text
+
+
+def test_map_of_mixed_nodes() -> None:
+    nodes = (
+        Node(rank=0, node_id="node-0", accelerators=tuple(Accelerator(i) for i in range(4))),
+        Node(rank=1, node_id="node-1", accelerators=(Accelerator(0, type="amd", model="MI300X"),)),
+        Node(rank=2, node_id="node-2"),
+    )
+    result = plan(
+        config(3, {"agent": {"node_group": "node", "placement": "0-2"}}), Inventory(nodes)
+    )
+    text = render_map(result)
+    assert "4x nvidia" in text
+    assert "1x MI300X" in text
+    assert "no accelerators" in text
+    assert "node: a2" in text
+
+
+def test_map_summarises_robots_per_node(heterogeneous_yaml: str) -> None:
+    text = render_map(plan(heterogeneous_yaml))
+    assert "Franka 0: e0" in text
+    assert "Franka 0: e1" in text
+    assert "node: ag0-99" in text
+
+
+def test_table_folds_processes_sharing_a_node() -> None:
+    result = plan(
+        config(2, {"agent": {"node_group": "node", "placement": "0-1:0-199"}}),
+        Inventory.uniform(2, 0),
+    )
+    table = rows(render_table(result))
+    assert ["0-99", "0", "node", "-", "0-99/100", "node"] in table
+    assert ["100-199", "1", "node", "-", "0-99/100", "node"] in table
+
+
+def test_table_folds_successive_blocks() -> None:
+    result = plan(config(1, {"rollout": "0-7:0-3"}), Inventory.uniform(1, 8))
+    assert ["0-3", "0", "0-7", "(2", "each)", "own", "0-3/4", "cluster"] in rows(
+        render_table(result)
+    )
+
+
+def test_table_does_not_fold_strided_blocks() -> None:
+    result = plan(
+        config(1, {"rollout": {"placement": "0-7:0-3", "stride": 2}}), Inventory.uniform(1, 8)
+    )
+    table = rows(render_table(result))
+    assert ["0", "0", "0,2", "0,2", "0/4", "cluster"] in table
+    assert ["1", "0", "1,3", "1,3", "1/4", "cluster"] in table
+
+
+def test_expanded_table_lists_every_process() -> None:
+    result = plan(config(1, {"actor": "0-7"}), Inventory.uniform(1, 8))
+    table = rows(render_table(result, fold=False))
+    assert [r[0] for r in table if r and r[0].isdigit()] == [str(i) for i in range(8)]
+
+
+def test_table_prints_warnings() -> None:
+    result = plan(config(1, {"a": "0-1", "b": "0-1"}), Inventory.uniform(1, 2))
+    assert result.warnings
+    assert f"warning: {result.warnings[0]}" in render_table(result)
