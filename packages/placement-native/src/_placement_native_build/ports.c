@@ -1,9 +1,9 @@
 /* The kernel's TCP socket table through netlink sock_diag, for placement_native.ports.
  *
- * One netlink socket carries one dump request per address family (IPv4, IPv6) asking for
- * every TCP state, so listeners, connections, time-wait sockets and (on kernels >= 6.9)
- * bound-but-inactive sockets all come back in a few recv() calls, without the per-line text
- * formatting and parsing that /proc/net/tcp costs. */
+ * One dump request asks for every TCP state of both address families, so listeners,
+ * connections, time-wait sockets and (on kernels >= 6.9) bound-but-inactive sockets all
+ * come back in a few recv() calls, without the per-line text formatting and parsing that
+ * /proc/net/tcp costs. */
 #include "ports.h"
 
 #include <errno.h>
@@ -30,29 +30,31 @@
 typedef int (*pn_visit)(void *ctx, const pn_tcp_socket *sock);
 
 #ifdef __linux__
-static int pn_send_dump_request(int fd, uint8_t family)
+static int pn_send_dump_request(int fd, uint16_t type, uint32_t seq, const void *request,
+                                size_t size)
 {
     struct {
         struct nlmsghdr header;
-        struct inet_diag_req_v2 request;
+        union {
+            struct inet_diag_req legacy;
+            struct inet_diag_req_v2 v2;
+        } request;
     } message;
     struct sockaddr_nl kernel;
+    size_t length = NLMSG_LENGTH(size);
 
     memset(&message, 0, sizeof message);
-    message.header.nlmsg_len = sizeof message;
-    message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    message.header.nlmsg_len = (uint32_t)length;
+    message.header.nlmsg_type = type;
     message.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-    message.header.nlmsg_seq = family;
-    message.request.sdiag_family = family;
-    message.request.sdiag_protocol = IPPROTO_TCP;
-    message.request.idiag_states = PN_ALL_TCP_STATES;
+    message.header.nlmsg_seq = seq;
+    memcpy(&message.request, request, size);
 
     memset(&kernel, 0, sizeof kernel);
     kernel.nl_family = AF_NETLINK;
     for (;;) {
-        ssize_t sent = sendto(fd, &message, sizeof message, 0, (struct sockaddr *)&kernel,
-                              sizeof kernel);
-        if (sent == (ssize_t)sizeof message)
+        ssize_t sent = sendto(fd, &message, length, 0, (struct sockaddr *)&kernel, sizeof kernel);
+        if (sent == (ssize_t)length)
             return 0;
         if (sent < 0 && errno == EINTR)
             continue;
@@ -61,7 +63,8 @@ static int pn_send_dump_request(int fd, uint8_t family)
 }
 
 /* Read one dump's replies until NLMSG_DONE, calling visit for each socket. */
-static int pn_read_dump(int fd, uint8_t family, void *buffer, pn_visit visit, void *ctx)
+static int pn_read_dump(int fd, uint16_t type, uint32_t seq, void *buffer, pn_visit visit,
+                        void *ctx, size_t *visited)
 {
     for (;;) {
         ssize_t received = recv(fd, buffer, PN_RECV_BUFFER, 0);
@@ -75,7 +78,7 @@ static int pn_read_dump(int fd, uint8_t family, void *buffer, pn_visit visit, vo
         int left = (int)received;
         for (struct nlmsghdr *header = buffer; NLMSG_OK(header, left);
              header = NLMSG_NEXT(header, left)) {
-            if (header->nlmsg_seq != family)
+            if (header->nlmsg_seq != seq)
                 continue;
             if (header->nlmsg_type == NLMSG_DONE)
                 return 0;
@@ -85,7 +88,7 @@ static int pn_read_dump(int fd, uint8_t family, void *buffer, pn_visit visit, vo
                     return EPROTO;
                 return error->error < 0 ? -error->error : EPROTO;
             }
-            if (header->nlmsg_type != SOCK_DIAG_BY_FAMILY)
+            if (header->nlmsg_type != type)
                 continue;
             if (header->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg)))
                 return EPROTO;
@@ -100,23 +103,59 @@ static int pn_read_dump(int fd, uint8_t family, void *buffer, pn_visit visit, vo
             int status = visit(ctx, &sock);
             if (status != 0)
                 return status;
+            ++*visited;
         }
     }
 }
 
+/* The TCPDIAG_GETSOCK request (struct inet_diag_req) reaches the same kernel dump as
+ * SOCK_DIAG_BY_FAMILY with inet_diag_req_v2, but with the family left open, so ONE dump
+ * returns IPv4 and IPv6 sockets. That halves the cost: every dump walks the whole
+ * established hash (262144 buckets on a 24 GB machine), the listening hash and, for
+ * bound-inactive sockets, the bind hash, however few sockets there are. Should a kernel
+ * refuse it, one inet_diag_req_v2 dump per family gives the same table. */
+static int pn_dump_both_families(int fd, void *buffer, pn_visit visit, void *ctx,
+                                 size_t *visited)
+{
+    struct inet_diag_req request;
+    memset(&request, 0, sizeof request);
+    request.idiag_family = AF_INET;
+    request.idiag_states = PN_ALL_TCP_STATES;
+    int status = pn_send_dump_request(fd, TCPDIAG_GETSOCK, 1, &request, sizeof request);
+    if (status == 0)
+        status = pn_read_dump(fd, TCPDIAG_GETSOCK, 1, buffer, visit, ctx, visited);
+    return status;
+}
+
+static int pn_dump_family(int fd, uint8_t family, void *buffer, pn_visit visit, void *ctx,
+                          size_t *visited)
+{
+    struct inet_diag_req_v2 request;
+    memset(&request, 0, sizeof request);
+    request.sdiag_family = family;
+    request.sdiag_protocol = IPPROTO_TCP;
+    request.idiag_states = PN_ALL_TCP_STATES;
+    uint32_t seq = 2u + family;
+    int status = pn_send_dump_request(fd, SOCK_DIAG_BY_FAMILY, seq, &request, sizeof request);
+    if (status == 0)
+        status = pn_read_dump(fd, SOCK_DIAG_BY_FAMILY, seq, buffer, visit, ctx, visited);
+    return status;
+}
+
 static int pn_walk_tcp_sockets(pn_visit visit, void *ctx)
 {
-    static const uint8_t families[] = {AF_INET, AF_INET6};
     int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
     if (fd < 0)
         return errno;
-    /* long-aligned, as the netlink macros expect */
+    /* malloc'ed memory is aligned as the netlink macros expect */
     void *buffer = malloc(PN_RECV_BUFFER);
-    int status = buffer == NULL ? ENOMEM : 0;
-    for (size_t i = 0; status == 0 && i < sizeof families; i++) {
-        status = pn_send_dump_request(fd, families[i]);
+    size_t visited = 0;
+    int status = buffer == NULL ? ENOMEM : pn_dump_both_families(fd, buffer, visit, ctx,
+                                                                 &visited);
+    if (status != 0 && status != ENOMEM && visited == 0) {
+        status = pn_dump_family(fd, AF_INET, buffer, visit, ctx, &visited);
         if (status == 0)
-            status = pn_read_dump(fd, families[i], buffer, visit, ctx);
+            status = pn_dump_family(fd, AF_INET6, buffer, visit, ctx, &visited);
     }
     free(buffer);
     close(fd);
