@@ -13,12 +13,13 @@ import gc
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
+from itertools import repeat
 
 from .inventory import Inventory
 from .rules import Entry
 from .spaces import SpaceKind
 
-__all__ = ["Placement", "build_placements"]
+__all__ = ["Placement", "build_placements", "gc_paused"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +122,12 @@ if tuple(f.name for f in fields(Placement)) != Placement.__slots__:  # pragma: n
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector (if enabled) for a burst of allocations.
+
+    Records hold no reference cycles, and a collection during the burst would walk every
+    record built so far; re-entrant, and restores the previous state.
+    """
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -152,22 +158,27 @@ def build_placements(
     placement_rank = {node_rank: i for i, node_rank in enumerate(counts)}
     next_local = dict.fromkeys(counts, 0)
     node_view: dict[int, tuple[str, tuple[int, ...], str | None, int]] = {}
-    visible_ids: dict[tuple[int, ...], tuple[int, ...]] = {}
+    visible_ids: dict[int, tuple[int, ...]] = {}
     out: list[Placement] = []
     append = out.append
+    extend = out.extend
     make: Callable[..., Placement] = _Twin  # type: ignore[assignment]
     accelerator_kind = SpaceKind.ACCELERATOR
     hardware_kind = SpaceKind.HARDWARE
     empty: tuple[int, ...] = ()
     rank = 0
-    with _gc_paused():
+    with gc_paused():
         for count, run, ids in entries:
             node_rank = run.node_rank
             view = node_view.get(node_rank)
             if view is None:
                 node = nodes[node_rank]
-                all_ids = node.accelerator_ids
-                all_ids = visible_ids.setdefault(all_ids, all_ids)
+                # Nodes of a uniform inventory share one accelerators tuple: derive the
+                # id tuple once per distinct tuple.
+                all_ids = visible_ids.get(id(node.accelerators))
+                if all_ids is None:
+                    all_ids = node.accelerator_ids
+                    visible_ids[id(node.accelerators)] = all_ids
                 view = (
                     node.node_id,
                     all_ids,
@@ -195,14 +206,14 @@ def build_placements(
             world = counts[node_rank]
             shown_type = accelerator_type if visible else None
             group = run.group
-            for j in range(count):
+            if count == 1:
                 append(
                     make(
-                        rank + j,
+                        rank,
                         node_rank,
                         node_id,
                         placement_node,
-                        local + j,
+                        local,
                         world,
                         hardware_ranks,
                         visible,
@@ -211,6 +222,27 @@ def build_placements(
                         group,
                         isolate,
                         hardware_type,
+                    )
+                )
+            else:
+                # map() over repeat() builds a run of records at C speed: no bytecode
+                # loop, no per-record argument shuffling.
+                extend(
+                    map(
+                        make,
+                        range(rank, rank + count),
+                        repeat(node_rank, count),
+                        repeat(node_id, count),
+                        repeat(placement_node, count),
+                        range(local, local + count),
+                        repeat(world, count),
+                        repeat(hardware_ranks, count),
+                        repeat(visible, count),
+                        repeat(local_accelerator, count),
+                        repeat(shown_type, count),
+                        repeat(group, count),
+                        repeat(isolate, count),
+                        repeat(hardware_type, count),
                     )
                 )
             rank += count

@@ -335,12 +335,16 @@ def _node(inventory: Inventory, rank: int, label: str) -> Node:
 
 def _accelerator_runs(nodes: Sequence[Node], label: str, start: int) -> list[SpaceRun]:
     runs: list[SpaceRun] = []
+    by_tuple: dict[int, tuple[int, ...]] = {}
     shared: dict[tuple[int, ...], tuple[int, ...]] = {}
     for node in nodes:
         if not node.accelerators:
             continue
-        ids = node.accelerator_ids
-        ids = shared.setdefault(ids, ids)
+        ids = by_tuple.get(id(node.accelerators))
+        if ids is None:
+            ids = node.accelerator_ids
+            ids = shared.setdefault(ids, ids)
+            by_tuple[id(node.accelerators)] = ids
         runs.append(
             SpaceRun(start, node.rank, ids, label, SpaceKind.ACCELERATOR, node.accelerator_type)
         )

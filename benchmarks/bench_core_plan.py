@@ -1,0 +1,155 @@
+"""Benchmark: plan a large job with placement-core, at 100, 1,000 and 10,000 nodes x 8 GPUs.
+
+The config has an ``all``-GPU trainer, a strided rollout (4 GPUs per process, stride 2)
+over the same GPUs, and an agent component of 100 processes per node on the ``node``
+group: about 108 placements per node (1.08 million at 10,000 nodes).
+
+Wall time: one process plans every size ``--repeats`` times, sizes interleaved round by
+round after one warm-up round, and reports the median, so the 1k -> 10k growth ratio is
+measured side by side. Memory: one fresh subprocess per size plans once under
+tracemalloc (peak Python memory of planning) and reports its peak RSS.
+
+Targets: 10,000 x 8 under 2 s and under 1 GB; growth 1k -> 10k no worse than 12x.
+
+Usage: ``python benchmarks/bench_core_plan.py [--sizes 100 1000 10000] [--repeats 5]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from typing import Any
+
+GPUS_PER_NODE = 8
+AGENTS_PER_NODE = 100
+TARGET_SECONDS = 2.0
+TARGET_BYTES = 1 << 30
+TARGET_GROWTH = 12.0
+
+
+def bench_config(num_nodes: int) -> dict[str, Any]:
+    """The benchmark's cluster config as a plain mapping (as Hydra would hand it over)."""
+    rollout_processes = num_nodes * GPUS_PER_NODE // 4
+    return {
+        "cluster": {
+            "num_nodes": num_nodes,
+            "component_placement": {
+                "actor": "all",
+                "rollout": {"placement": f"all:0-{rollout_processes - 1}", "stride": 2},
+                "agent": {
+                    "node_group": "node",
+                    "placement": f"all:0-{num_nodes * AGENTS_PER_NODE - 1}",
+                },
+            },
+        }
+    }
+
+
+def _setup(num_nodes: int) -> tuple[Any, Any]:
+    from placement_core.config import load_config
+    from placement_core.inventory import Inventory
+
+    return load_config(bench_config(num_nodes)), Inventory.uniform(num_nodes, GPUS_PER_NODE)
+
+
+def time_sizes(sizes: list[int], repeats: int) -> dict[int, dict[str, Any]]:
+    """Time ``plan()`` for every size in one process, sizes interleaved round by round, so
+    load on the machine hits every size alike and the growth ratio is side by side."""
+    from placement_core.plan import plan
+
+    setups = {size: _setup(size) for size in sizes}
+    times: dict[int, list[float]] = {size: [] for size in sizes}
+    placements: dict[int, int] = {}
+    for size in sizes:  # warm-up round, not timed
+        plan(*setups[size])
+    for _ in range(repeats):
+        for size in sizes:
+            start = time.perf_counter()
+            result = plan(*setups[size])
+            times[size].append(time.perf_counter() - start)
+            placements[size] = sum(len(p) for p in result.components.values())
+            del result
+    return {
+        size: {
+            "nodes": size,
+            "placements": placements[size],
+            "median_s": statistics.median(times[size]),
+            "min_s": min(times[size]),
+        }
+        for size in sizes
+    }
+
+
+def measure_memory(num_nodes: int) -> dict[str, Any]:
+    """Peak Python memory of one ``plan()`` (tracemalloc) and the process's peak RSS."""
+    from placement_core.plan import plan
+
+    config, inventory = _setup(num_nodes)
+    tracemalloc.start()
+    result = plan(config, inventory)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del result
+    rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"peak_bytes": peak, "max_rss_bytes": rss_kib * 1024}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--memory-of", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_of is not None:
+        print(json.dumps(measure_memory(args.memory_of)))
+        return 0
+    rows = []
+    for size in args.sizes:
+        out = subprocess.run(
+            [sys.executable, __file__, "--memory-of", str(size)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        rows.append(json.loads(out.stdout))
+    timed = time_sizes(args.sizes, args.repeats)
+    rows = [{**timed[size], **row} for size, row in zip(args.sizes, rows, strict=True)]
+    print(
+        f"placement-core plan(): median of {args.repeats} runs (sizes interleaved in one "
+        f"process); memory from one subprocess per size"
+    )
+    print(
+        f"{'nodes x GPUs':>14} {'placements':>11} {'median s':>9} {'min s':>7} "
+        f"{'peak MiB':>9} {'max RSS MiB':>12}"
+    )
+    for row in rows:
+        print(
+            f"{row['nodes']:>8} x {GPUS_PER_NODE:<3} {row['placements']:>11,} "
+            f"{row['median_s']:>9.3f} {row['min_s']:>7.3f} "
+            f"{row['peak_bytes'] / 2**20:>9.1f} {row['max_rss_bytes'] / 2**20:>12.1f}"
+        )
+    by_size = {row["nodes"]: row for row in rows}
+    ok = True
+    if 1000 in by_size and 10000 in by_size:
+        growth = by_size[10000]["median_s"] / by_size[1000]["median_s"]
+        ok &= growth <= TARGET_GROWTH
+        print(f"growth 1k -> 10k nodes: {growth:.2f}x (target <= {TARGET_GROWTH:.0f}x)")
+    if 10000 in by_size:
+        big = by_size[10000]
+        ok &= big["median_s"] < TARGET_SECONDS and big["peak_bytes"] < TARGET_BYTES
+        print(
+            f"10k x 8: {big['median_s']:.3f} s (target < {TARGET_SECONDS:.0f} s), "
+            f"peak {big['peak_bytes'] / 2**20:.0f} MiB (target < 1024 MiB)"
+        )
+    print("targets met" if ok else "TARGETS MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

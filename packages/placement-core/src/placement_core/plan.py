@@ -1,0 +1,364 @@
+"""A plan: every component's placements for a config and an inventory.
+
+:func:`plan` parses each ``component_placement`` rule, resolves it against the resource
+space of its node group(s) and builds the placement records. Worker environments and the
+occupancy view are computed on demand, so planning a million processes stays fast.
+
+Sharing an accelerator between components is allowed but must be declared, else the
+plan carries a warning. A share is declared when the components
+
+- come from one ``component_placement`` key (``actor,inference: 0-7``);
+- include a rule with ``stride > 1`` (a strided rollout exists to sit on a trainer's
+  accelerators, SPEC 6.1); or
+- are named together in ``plan(..., colocate=[("actor", "rollout")])``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from .config import ClusterConfig, ComponentRule, load_config
+from .env import RESERVED_ENV_VARS, worker_env
+from .errors import (
+    ConfigError,
+    InventoryError,
+    PlacementRuleError,
+    Problem,
+)
+from .inventory import Inventory
+from .ranks import format_rank_list
+from .records import Placement, build_placements, gc_paused
+from .rules import Entry, parse_rule, resolve_rule
+from .spaces import ResourceSpace, SpaceKind, build_space
+
+__all__ = ["NodeOccupancy", "Occupancy", "Occupant", "Plan", "plan"]
+
+Occupant = tuple[str, int]
+"""``(component, rank)`` of a process."""
+
+_NODE_FACTOR = 1 << 24
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOccupancy:
+    """Who runs on one node.
+
+    Attributes:
+        node_rank: The node.
+        accelerators: Per accelerator index of the node (every one, free ones with no
+            occupant), the processes assigned to it.
+        hardware: Per ``(hardware type, index)``, the processes assigned to it.
+        node: Processes placed on the node as a whole (node placements).
+    """
+
+    node_rank: int
+    accelerators: Mapping[int, tuple[Occupant, ...]]
+    hardware: Mapping[tuple[str, int], tuple[Occupant, ...]]
+    node: tuple[Occupant, ...]
+
+    @property
+    def shared_accelerators(self) -> tuple[int, ...]:
+        """Indices of accelerators used by more than one component."""
+        return tuple(
+            index
+            for index, occupants in self.accelerators.items()
+            if len({component for component, _ in occupants}) > 1
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Occupancy:
+    """Per node, per accelerator: the ``(component, rank)`` pairs on it."""
+
+    nodes: tuple[NodeOccupancy, ...]
+
+    def __getitem__(self, node_rank: int) -> NodeOccupancy:
+        return self.nodes[node_rank]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Every component's placements, plus warnings.
+
+    Attributes:
+        config: The cluster config planned.
+        inventory: The nodes planned for (hardware attached).
+        components: Component name -> placements in rank order; config order.
+        warnings: Things that are allowed but probably unintended.
+    """
+
+    config: ClusterConfig
+    inventory: Inventory
+    components: Mapping[str, tuple[Placement, ...]]
+    warnings: tuple[str, ...] = ()
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def placements(self, component: str) -> tuple[Placement, ...]:
+        """The placements of one component.
+
+        Raises:
+            PlacementRuleError: No such component.
+        """
+        try:
+            return self.components[component]
+        except KeyError:
+            known = ", ".join(self.components) or "none"
+            raise PlacementRuleError(
+                f"no component is called {component!r}; components: {known}",
+                path="component",
+            ) from None
+
+    def placement(self, component: str, rank: int) -> Placement:
+        """The placement of one process.
+
+        Raises:
+            PlacementRuleError: No such component or rank.
+        """
+        placements = self.placements(component)
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < len(placements):
+            raise PlacementRuleError(
+                f"component {component!r} has ranks 0..{len(placements) - 1}, got {rank!r}",
+                path="rank",
+            )
+        return placements[rank]
+
+    def master_addr(self, component: str) -> str:
+        """Rank 0's node address: its ip, else hostname, else node id."""
+        first = self.placement(component, 0)
+        node = self.inventory.nodes[first.node_rank]
+        return node.ip or node.hostname or first.node_id
+
+    def env(
+        self,
+        component: str,
+        rank: int,
+        *,
+        master_addr: str | None = None,
+        master_port: int | None = None,
+    ) -> dict[str, str]:
+        """The environment of one worker (SPEC 8), built on demand.
+
+        Args:
+            component: The component name.
+            rank: The process rank.
+            master_addr: Overrides the default, rank 0's node address.
+            master_port: Included as ``MASTER_PORT`` only when given.
+        """
+        placement = self.placement(component, rank)
+        _, user_env = self.config.node_environment(placement.node_group, placement.node_rank)
+        return worker_env(
+            placement,
+            world_size=len(self.components[component]),
+            master_addr=master_addr or self.master_addr(component),
+            master_port=master_port,
+            user_env=user_env,
+            path=f"node_groups[{placement.node_group}].env_vars",
+        )
+
+    def interpreter(self, component: str, rank: int) -> str | None:
+        """The python interpreter of the placement's node group on its node, if any."""
+        placement = self.placement(component, rank)
+        interpreter, _ = self.config.node_environment(placement.node_group, placement.node_rank)
+        return interpreter
+
+    def occupancy(self) -> Occupancy:
+        """Who sits on every accelerator, hardware device and node (computed once)."""
+        cached = self._cache.get("occupancy")
+        if cached is None:
+            cached = _occupancy(self)
+            self._cache["occupancy"] = cached
+        return cached
+
+
+def plan(
+    config: ClusterConfig | Mapping[str, Any] | str | os.PathLike[str],
+    inventory: Inventory | None = None,
+    *,
+    colocate: Iterable[Iterable[str]] = (),
+) -> Plan:
+    """Plan every component of a config.
+
+    Args:
+        config: A loaded config, or anything :func:`~placement_core.config.load_config`
+            accepts (a path, a YAML string, a mapping).
+        inventory: The nodes; None builds it from the config
+            (:func:`~placement_core.sources.inventory_for`). Hardware from the config's
+            node groups is attached either way.
+        colocate: Groups of component names allowed to share accelerators.
+
+    Returns:
+        The plan.
+
+    Raises:
+        ConfigError: The config is invalid or sets a reserved env var.
+        InventoryError: The inventory does not have ``num_nodes`` nodes.
+        PlacementSyntaxError: A rule does not parse.
+        PlacementRuleError: A rule cannot be placed (the message names the rule's path).
+    """
+    from .sources import attach_hardware, inventory_for
+
+    if not isinstance(config, ClusterConfig):
+        config = load_config(config)
+    if inventory is None:
+        inventory = inventory_for(config)
+    if inventory.num_nodes != config.num_nodes:
+        raise InventoryError(
+            f"the inventory has {inventory.num_nodes} node(s) but the config declares "
+            f"num_nodes: {config.num_nodes}; plan with an inventory of exactly that many nodes",
+            path="cluster.num_nodes",
+        )
+    inventory = attach_hardware(inventory, config)
+    _check_reserved_env(config)
+    spaces: dict[tuple[str, ...], ResourceSpace] = {}
+    components: dict[str, tuple[Placement, ...]] = {}
+    occupied: list[tuple[ComponentRule, set[int], set[tuple[int, str, int]]]] = []
+    with gc_paused():
+        for key, rule in config.component_placement.items():
+            placements, entries = _place_rule(key, rule, config, inventory, spaces)
+            for name in rule.names:
+                components[name] = placements
+            occupied.append((rule, *_occupied(entries)))
+        warnings = _sharing_warnings(occupied, colocate)
+    return Plan(config, inventory, MappingProxyType(components), tuple(warnings))
+
+
+def _place_rule(
+    key: str,
+    rule: ComponentRule,
+    config: ClusterConfig,
+    inventory: Inventory,
+    spaces: dict[tuple[str, ...], ResourceSpace],
+) -> tuple[tuple[Placement, ...], list[Entry]]:
+    base = f"cluster.component_placement.{key}"
+    parsed = parse_rule(rule.placement, path=f"{base}.placement")
+    space = spaces.get(rule.node_groups)
+    if space is None:
+        try:
+            space = build_space(inventory, config, rule.node_groups, path=f"{base}.node_group")
+        except (PlacementRuleError, InventoryError) as error:
+            raise type(error)(error.reason, path=f"{base}.node_group") from None
+        spaces[rule.node_groups] = space
+    entries = resolve_rule(parsed, space, stride=rule.stride)
+    return build_placements(entries, inventory), entries
+
+
+def _occupied(entries: Sequence[Entry]) -> tuple[set[int], set[tuple[int, str, int]]]:
+    accelerators: set[int] = set()
+    hardware: set[tuple[int, str, int]] = set()
+    for _, run, ids in entries:
+        if run.kind is SpaceKind.ACCELERATOR:
+            base = run.node_rank * _NODE_FACTOR
+            if len(ids) == 1:
+                accelerators.add(base + ids[0])
+            else:
+                accelerators.update(base + i for i in ids)
+        elif run.kind is SpaceKind.HARDWARE:
+            hardware.update((run.node_rank, run.resource_type or "", i) for i in ids)
+    return accelerators, hardware
+
+
+def _sharing_warnings(
+    occupied: Sequence[tuple[ComponentRule, set[int], set[tuple[int, str, int]]]],
+    colocate: Iterable[Iterable[str]],
+) -> list[str]:
+    declared = [frozenset(group) for group in colocate]
+    warnings: list[str] = []
+    for i, (rule_a, acc_a, hw_a) in enumerate(occupied):
+        for rule_b, acc_b, hw_b in occupied[i + 1 :]:
+            if rule_a.stride > 1 or rule_b.stride > 1:
+                continue
+            if any(group & set(rule_a.names) and group & set(rule_b.names) for group in declared):
+                continue
+            shared_acc = acc_a & acc_b
+            shared_hw = hw_a & hw_b
+            if shared_acc:
+                warnings.append(
+                    f"components {_names(rule_a)} and {_names(rule_b)} share "
+                    f"{len(shared_acc)} accelerator(s) ({_where(shared_acc)}) without a "
+                    f"declared share; if intended, place them under one key "
+                    f"('{rule_a.key},{rule_b.key}') or pass colocate=[...] to plan()"
+                )
+            if shared_hw:
+                first = min(shared_hw)
+                warnings.append(
+                    f"components {_names(rule_a)} and {_names(rule_b)} share "
+                    f"{len(shared_hw)} hardware device(s) (first: {first[1]} {first[2]} on "
+                    f"node {first[0]}) without a declared share"
+                )
+    return warnings
+
+
+def _names(rule: ComponentRule) -> str:
+    return "/".join(repr(name) for name in rule.names)
+
+
+def _where(keys: set[int], limit: int = 3) -> str:
+    by_node: dict[int, list[int]] = {}
+    for key in sorted(keys):
+        node_rank, index = divmod(key, _NODE_FACTOR)
+        if node_rank not in by_node and len(by_node) == limit:
+            break
+        by_node.setdefault(node_rank, []).append(index)
+    shown = "; ".join(
+        f"node {node_rank} accelerators {format_rank_list(ids)}"
+        for node_rank, ids in by_node.items()
+    )
+    more = len({key // _NODE_FACTOR for key in keys}) - len(by_node)
+    return shown + (f"; and {more} more node(s)" if more > 0 else "")
+
+
+def _check_reserved_env(config: ClusterConfig) -> None:
+    problems: list[Problem] = []
+    for g, group in enumerate(config.node_groups):
+        for e, env in enumerate(group.env_configs):
+            for key, _ in env.env_vars:
+                if key in RESERVED_ENV_VARS:
+                    problems.append(
+                        Problem(
+                            f"cluster.node_groups[{g}].env_configs[{e}].env_vars",
+                            f"{key} is reserved: the planner sets it for every worker",
+                            key,
+                        )
+                    )
+    if problems:
+        raise ConfigError(problems)
+
+
+def _occupancy(result: Plan) -> Occupancy:
+    accelerators: list[dict[int, list[Occupant]]] = [
+        {a.index: [] for a in node.accelerators} for node in result.inventory.nodes
+    ]
+    hardware: list[dict[tuple[str, int], list[Occupant]]] = [
+        {(d.type, d.index): [] for d in node.hardware} for node in result.inventory.nodes
+    ]
+    whole: list[list[Occupant]] = [[] for _ in result.inventory.nodes]
+    for component, placements in result.components.items():
+        for p in placements:
+            if not p.hardware_ranks:
+                whole[p.node_rank].append((component, p.rank))
+            elif p.hardware_type is None:
+                slots = accelerators[p.node_rank]
+                for index in p.hardware_ranks:
+                    slots.setdefault(index, []).append((component, p.rank))
+            else:
+                devices = hardware[p.node_rank]
+                for index in p.hardware_ranks:
+                    devices.setdefault((p.hardware_type, index), []).append((component, p.rank))
+    return Occupancy(
+        tuple(
+            NodeOccupancy(
+                node.rank,
+                MappingProxyType({i: tuple(o) for i, o in accelerators[node.rank].items()}),
+                MappingProxyType({k: tuple(o) for k, o in hardware[node.rank].items()}),
+                tuple(whole[node.rank]),
+            )
+            for node in result.inventory.nodes
+        )
+    )
