@@ -116,9 +116,9 @@ def test_validate_lists_every_problem_with_its_path(
     status, _, err = run("validate", str(path))
     assert status == 1
     assert err.startswith(f"placement: {path}: 3 problems:")
-    assert "  - cluster.component_placement.a.placement: " in err
-    assert "  - cluster.component_placement.b.strid: unknown key" in err
-    assert "  - cluster.node_groups[0].node_ranks: " in err
+    assert f"  - {path}:3: cluster.component_placement.a.placement: " in err
+    assert f"  - {path}:3: cluster.component_placement.b.strid: unknown key" in err
+    assert f"  - {path}:4: cluster.node_groups[0].node_ranks: " in err
 
 
 def test_validate_reports_a_rule_that_cannot_be_placed(
@@ -128,6 +128,19 @@ def test_validate_reports_a_rule_that_cannot_be_placed(
     status, _, err = run("validate", str(path), "-a", "8")
     assert status == 1
     assert "cluster.component_placement.a.placement" in err
+
+
+def test_single_problem_names_file_and_line(
+    run: Run, write_file: Callable[[str, str], Path]
+) -> None:
+    path = write_file(
+        "bad.yaml",
+        "cluster:\n  num_nodes: 2\n  component_placement: {a: 0-1}\n"
+        "  node_groups:\n    - label: node\n      node_ranks: 0\n",
+    )
+    status, _, err = run("validate", str(path))
+    assert status == 1
+    assert err.startswith(f"placement: error: {path}:5: cluster.node_groups[0].label: ")
 
 
 def test_missing_file(run: Run, tmp_path: Path) -> None:

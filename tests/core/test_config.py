@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from placement_core._yamlio import line_of, yaml_lines
 from placement_core.config import ClusterConfig, ComponentRule, config_json_schema, load_config
 from placement_core.errors import ConfigError, PlacementRuleError
 from placement_core.hardware import FrankaConfig
@@ -293,3 +294,23 @@ def test_examples_load(examples: Path) -> None:
 def test_config_error_is_raised_not_pydantics(write_file: Any) -> None:
     with pytest.raises(ConfigError):
         load_config(write_file("bad.yaml", "cluster: {num_nodes: 0, component_placement: {a: 1}}"))
+
+
+def test_yaml_lines_locate_problem_paths(heterogeneous_yaml: str) -> None:
+    lines = yaml_lines(heterogeneous_yaml)
+    text = heterogeneous_yaml.splitlines()
+    where = line_of("cluster.node_groups[1].env_configs[0].env_vars[0]", lines)
+    assert where is not None
+    assert "GLOO_SOCKET_IFNAME" in text[where - 1]
+    # A key that is not written is located at its nearest enclosing key.
+    missing = line_of("cluster.component_placement.actor.stride", lines)
+    assert missing is not None
+    assert text[missing - 1].strip() == "actor:"
+
+
+def test_yaml_lines_of_a_bare_cluster_section() -> None:
+    assert yaml_lines("num_nodes: 2\ncomponent_placement: {a: 1}\n") == {
+        "cluster.num_nodes": 1,
+        "cluster.component_placement": 2,
+        "cluster.component_placement.a": 2,
+    }

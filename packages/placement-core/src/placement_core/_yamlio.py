@@ -11,7 +11,7 @@ import yaml
 
 from .errors import ConfigError, Problem
 
-__all__ = ["plain", "read_document"]
+__all__ = ["line_of", "plain", "read_document", "yaml_lines"]
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -95,3 +95,49 @@ def plain(value: Any) -> Any:
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
         return [plain(item) for item in value]
     return value
+
+
+def yaml_lines(text: str, *, root: str = "cluster") -> dict[str, int]:
+    """The 1-based line of every key and list item of a YAML config, by YAML path.
+
+    Paths use the format of :class:`~placement_core.errors.Problem` (``cluster.
+    node_groups[1].label``); a document without a top-level ``cluster:`` key is taken as
+    the cluster section itself. Returns an empty dict when the text does not parse.
+    """
+    try:
+        document = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    lines: dict[str, int] = {}
+    if not isinstance(document, yaml.MappingNode):
+        return lines
+    has_root = any(
+        isinstance(key, yaml.ScalarNode) and key.value == root for key, _ in document.value
+    )
+    stack: list[tuple[yaml.Node, str]] = [(document, "" if has_root else root)]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    child = f"{path}.{key.value}" if path else str(key.value)
+                    lines.setdefault(child, key.start_mark.line + 1)
+                    stack.append((value, child))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                child = f"{path}[{index}]"
+                lines.setdefault(child, item.start_mark.line + 1)
+                stack.append((item, child))
+    return lines
+
+
+def line_of(path: str, lines: Mapping[str, int]) -> int | None:
+    """The line of ``path``, or of its nearest enclosing key when it is not written."""
+    while path:
+        if path in lines:
+            return lines[path]
+        cut = max(path.rfind("."), path.rfind("["))
+        if cut <= 0:
+            return None
+        path = path[:cut]
+    return None

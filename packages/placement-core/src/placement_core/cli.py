@@ -20,9 +20,11 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TextIO
 
 from ._version import __version__
+from ._yamlio import line_of, yaml_lines
 from .config import ClusterConfig, config_json_schema, load_config
 from .errors import ConfigError, PlacementError
 from .plan import Plan, plan
@@ -154,12 +156,32 @@ def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _located(error: ConfigError, config: str | None) -> list[str]:
+    """Each problem as ``FILE:LINE: path: message`` where the line is known."""
+    lines: dict[str, int] = {}
+    if config and Path(config).is_file():
+        try:
+            lines = yaml_lines(Path(config).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            lines = {}
+    located = []
+    for problem in error.problems:
+        line = line_of(problem.path, lines)
+        located.append(f"{config}:{line}: {problem}" if line else str(problem))
+    return located
+
+
 def _report(error: PlacementError, config: str | None, err: TextIO) -> None:
-    if isinstance(error, ConfigError) and len(error.problems) > 1:
-        where = f"{config}: " if config else ""
-        err.write(f"{PROG}: {where}{len(error.problems)} problems:\n")
-        for problem in error.problems:
-            err.write(f"  - {problem}\n")
+    if isinstance(error, ConfigError) and error.problems:
+        located = _located(error, config)
+        if len(located) == 1:
+            text = located[0]
+            if config and not text.startswith(config):
+                text = f"{config}: {text}"
+            err.write(f"{PROG}: error: {text}\n")
+            return
+        err.write(f"{PROG}: {config}: {len(located)} problems:\n")
+        err.writelines(f"  - {line}\n" for line in located)
         return
     text = str(error)
     if config and not text.startswith(config):
