@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placement_native import _backend, _port_ranges, _socket_table
+from placement_native._port_ranges import SearchRange
 from placement_native.errors import NoFreePortsError, PortError
 from placement_native.ports import find_free_ports, reserve_ports
 
@@ -337,14 +338,9 @@ def test_explicit_range_overrides_every_exclusion(
         assert LOW <= held.ports[0] <= HIGH
 
 
-def test_start_alone_searches_up_to_65535(backend: str) -> None:
-    with reserve_ports(1, start=65535) as held:
-        assert held.ports == (65535,)
-
-
-def test_end_alone_searches_from_20000(backend: str) -> None:
-    with reserve_ports(1, end=20000) as held:
-        assert held.ports == (20000,)
+def test_one_bound_alone_takes_the_other_from_20000_65535() -> None:
+    assert _port_ranges.explicit_search_range(65000, None) == SearchRange(65000, 65535)
+    assert _port_ranges.explicit_search_range(None, 20005) == SearchRange(20000, 20005)
 
 
 def test_an_empty_default_range_says_why(backend: str, kernel_settings: KernelSettings) -> None:
