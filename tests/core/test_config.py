@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -314,3 +315,16 @@ def test_yaml_lines_of_a_bare_cluster_section() -> None:
         "cluster.component_placement": 2,
         "cluster.component_placement.a": 2,
     }
+
+
+def test_examples_satisfy_the_json_schema(examples: Path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(config_json_schema())
+    for path in sorted(examples.glob("*.yaml")):
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        assert [error.message for error in validator.iter_errors(document)] == [], path
+
+
+def test_a_path_that_does_not_exist_reads_as_text() -> None:
+    with pytest.raises(ConfigError, match="if it is a file path: no such file"):
+        load_config("configs/cluster")

@@ -108,7 +108,11 @@ def _label(value: object) -> object:
     return value
 
 
-Label = Annotated[str, BeforeValidator(_label)]
+Label = Annotated[
+    str,
+    BeforeValidator(_label),
+    WithJsonSchema({"description": "group label", "type": ["string", "integer"]}),
+]
 
 
 def _env_vars(value: object) -> object:
@@ -238,9 +242,16 @@ class ComponentRule(_Model):
 
     key: str
     node_groups: Annotated[tuple[str, ...], BeforeValidator(_node_group_labels)] = ("cluster",)
-    placement: Annotated[str, BeforeValidator(_placement_text)] = Field(
-        json_schema_extra={"description": "'resources[:processes]' segments, e.g. '0-7'"}
-    )
+    placement: Annotated[
+        str,
+        BeforeValidator(_placement_text),
+        WithJsonSchema(
+            {
+                "description": "'resources[:processes]' segments, e.g. '0-7' or '0-15:0-3'",
+                "type": ["string", "integer"],
+            }
+        ),
+    ]
     stride: PositiveInt = 1
 
     @property
@@ -531,6 +542,16 @@ class ClusterConfig(_Model):
 
 
 def _cluster_section(document: Any, name: str) -> Mapping[str, Any]:
+    if isinstance(document, str) and name == "<string>":
+        raise ConfigError(
+            [
+                Problem(
+                    name,
+                    f"expected YAML with a top-level 'cluster:' key, got the text {document!r} "
+                    "(if it is a file path: no such file)",
+                )
+            ]
+        )
     if not isinstance(document, Mapping):
         shown = "an empty document" if document is None else type(document).__name__
         raise ConfigError(
