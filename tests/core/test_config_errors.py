@@ -425,9 +425,13 @@ def test_missing_cluster_key() -> None:
     assert "top-level 'cluster:' key" in problem.message
 
 
-@pytest.mark.parametrize("document", ["", "- 1\n- 2\n", "just text"])
+@pytest.mark.parametrize("document", ["", "- 1\n- 2\n", "3\n"])
 def test_document_must_be_a_mapping(document: str) -> None:
     assert "expected a mapping" in only(document).message
+
+
+def test_plain_text_is_not_a_config() -> None:
+    assert "top-level 'cluster:' key" in only("just text").message
 
 
 def test_cluster_must_be_a_mapping() -> None:
