@@ -166,7 +166,10 @@ def pcie_two_switches() -> Topology:
     ]
     levels = {(0, 1): PIX, (2, 3): PIX}
     levels.update({(a, b): SYS for a in (0, 1) for b in (2, 3)})
-    p2p = {pair: P2P_OK if level == PIX else P2P_CHIPSET_NOT_SUPPORTED for pair, level in levels.items()}
+    p2p = {
+        pair: P2P_OK if level == PIX else P2P_CHIPSET_NOT_SUPPORTED
+        for pair, level in levels.items()
+    }
     return Topology(gpus=gpus, levels=levels, p2p=p2p)
 
 

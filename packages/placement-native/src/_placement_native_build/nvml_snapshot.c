@@ -1,10 +1,17 @@
 /* One-call NVML topology snapshot; see nvml_snapshot.h. */
 #include "nvml_snapshot.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <dlfcn.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 /* ---- The slice of the NVML ABI used here (values and layouts as in nvml.h). ---- */
 typedef int nvmlReturn_t; /* enum nvmlReturn_enum */
@@ -243,11 +250,35 @@ static void read_mig(nvmlDevice_t dev, pn_nvml_gpu *g)
     }
 }
 
+/* Active NVLinks as read, before they are matched to GPUs (only used under the lock). */
+typedef struct {
+    unsigned long long remote;        /* bus_key() of the far end, 0 if unparsable */
+    int remote_type;                  /* nvmlIntNvLinkDeviceType_t, -1 when not reported */
+} raw_link;
+
+static raw_link raw_links[PN_NVML_MAX_GPUS][PN_NVML_MAX_LINKS];
+static unsigned int raw_link_count[PN_NVML_MAX_GPUS];
+
+#define NVLINK_DEVICE_TYPE_GPU 0
+#define NVLINK_DEVICE_TYPE_SWITCH 2
+
+/* "00000000:18:00.0" -> one number (domain, bus, device, function), so bus ids compare
+ * whatever their case or domain width; 0 when it does not parse. */
+static unsigned long long bus_key(const char *bus_id)
+{
+    unsigned int domain, bus, device, function;
+    if (sscanf(bus_id, "%x:%x:%x.%x", &domain, &bus, &device, &function) != 4)
+        return 0;
+    return ((unsigned long long)domain << 24 | bus << 16 | device << 8 | function) + 1;
+}
+
 static void read_nvlinks(nvmlDevice_t dev, pn_nvml_gpu *g)
 {
+    raw_link *links = raw_links[g->index];
     for (unsigned int link = 0; link < PN_NVML_MAX_LINKS; link++) {
         int active = 0;
         nvmlPciInfo_t pci;
+        char bus_id[PN_NVML_BUSID];
         if (api.DeviceGetNvLinkState == NULL || lost(&g->error))
             return;
         nvmlReturn_t rc = api.DeviceGetNvLinkState(dev, link, &active);
@@ -262,8 +293,9 @@ static void read_nvlinks(nvmlDevice_t dev, pn_nvml_gpu *g)
         if (!CALL(&g->error, DeviceGetNvLinkRemotePciInfo, "nvmlDeviceGetNvLinkRemotePciInfo_v2",
                   dev, link, &pci))
             continue;
-        pn_nvml_link *l = &g->links[g->link_count++];
-        copy_bus_id(l->remote_bus_id, &pci);
+        raw_link *l = &links[raw_link_count[g->index]++];
+        copy_bus_id(bus_id, &pci);
+        l->remote = bus_key(bus_id);
         l->remote_type = -1;
         int type = 0;
         if (CALL(&g->error, DeviceGetNvLinkRemoteDeviceType, "nvmlDeviceGetNvLinkRemoteDeviceType",
@@ -272,11 +304,39 @@ static void read_nvlinks(nvmlDevice_t dev, pn_nvml_gpu *g)
     }
 }
 
+/* A link ends at a peer GPU when the far bus id is a GPU of this node (and the driver
+ * does not say otherwise); at the fabric when the far end is an NVSwitch, or, on drivers
+ * that cannot tell, anything that is not a GPU of this node. */
+static void match_nvlinks(pn_nvml_snapshot *out)
+{
+    unsigned long long keys[PN_NVML_MAX_GPUS];
+    const unsigned int n = out->gpu_count;
+    for (unsigned int i = 0; i < n; i++)
+        keys[i] = bus_key(out->gpus[i].pci_bus_id);
+    for (unsigned int i = 0; i < n; i++) {
+        pn_nvml_gpu *g = &out->gpus[i];
+        for (unsigned int k = 0; k < raw_link_count[i]; k++) {
+            const raw_link *l = &raw_links[i][k];
+            int peer = -1;
+            for (unsigned int j = 0; l->remote && j < n && peer < 0; j++)
+                if (keys[j] == l->remote)
+                    peer = (int)j;
+            if (l->remote_type == NVLINK_DEVICE_TYPE_SWITCH || (l->remote_type < 0 && peer < 0))
+                g->nvswitch_links++;
+            else if (peer >= 0 && (unsigned int)peer != i &&
+                     (l->remote_type == NVLINK_DEVICE_TYPE_GPU || l->remote_type < 0))
+                g->nvlink_to[peer]++;
+        }
+    }
+}
+
 static void read_gpu(unsigned int index, nvmlDevice_t *handle, pn_nvml_gpu *g)
 {
     nvmlPciInfo_t pci;
     nvmlMemory_t mem;
     int major = 0, minor = 0;
+    memset(g, 0, sizeof *g);
+    raw_link_count[index] = 0;
     g->index = index;
     g->numa_node = -1;
     g->cc_major = -1;
@@ -363,14 +423,110 @@ static int read_locked(const char *path, pn_nvml_snapshot *out)
     for (unsigned int i = 0; i < out->gpu_count; i++)
         read_gpu(i, &handles[i], &out->gpus[i]);
     read_pairs(handles, out);
+    match_nvlinks(out);
     api.Shutdown();
     return 0;
 }
 
-int pn_nvml_snapshot_read(const char *library_path, pn_nvml_snapshot *out)
+/* ---- Host facts. ---- */
+
+static int count_numa_nodes(const char *sysfs_root)
+{
+    char path[1100];
+    int count = 0;
+    snprintf(path, sizeof path, "%s/devices/system/node", sysfs_root);
+    DIR *dir = opendir(path);
+    if (dir == NULL)
+        return 1;
+    for (struct dirent *e = readdir(dir); e != NULL; e = readdir(dir)) {
+        const char *p = e->d_name;
+        if (strncmp(p, "node", 4) != 0 || p[4] == '\0')
+            continue;
+        for (p += 4; *p >= '0' && *p <= '9'; p++)
+            ;
+        count += *p == '\0';
+    }
+    closedir(dir);
+    return count > 0 ? count : 1;
+}
+
+/* The IPv4 default route with the lowest metric (ties: interface name), as in
+ * /proc/net/route: Iface Destination Gateway Flags RefCnt Use Metric Mask ... (hex). */
+static void default_route(char *iface, size_t size)
+{
+    char line[512], best[32] = "", name[32];
+    long best_metric = 0;
+    unsigned long destination, gateway, flags, mask;
+    long refcnt, use, metric;
+    FILE *f = fopen("/proc/net/route", "r");
+    iface[0] = '\0';
+    if (f == NULL)
+        return;
+    if (fgets(line, sizeof line, f) == NULL) { /* header */
+        fclose(f);
+        return;
+    }
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (sscanf(line, "%31s %lx %lx %lx %ld %ld %ld %lx", name, &destination, &gateway,
+                   &flags, &refcnt, &use, &metric, &mask) != 8)
+            continue;
+        if (destination != 0 || mask != 0 || !(flags & 0x1 /* RTF_UP */))
+            continue;
+        if (best[0] == '\0' || metric < best_metric ||
+            (metric == best_metric && strcmp(name, best) < 0)) {
+            snprintf(best, sizeof best, "%s", name);
+            best_metric = metric;
+        }
+    }
+    fclose(f);
+    snprintf(iface, size, "%s", best);
+}
+
+static void interface_ipv4(const char *iface, char *out, size_t size)
+{
+    struct ifreq req;
+    out[0] = '\0';
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    memset(&req, 0, sizeof req);
+    memcpy(req.ifr_name, iface, strnlen(iface, sizeof req.ifr_name - 1));
+    if (ioctl(fd, SIOCGIFADDR, &req) == 0) {
+        const struct sockaddr_in *addr = (const struct sockaddr_in *)(const void *)&req.ifr_addr;
+        if (inet_ntop(AF_INET, &addr->sin_addr, out, (socklen_t)size) == NULL ||
+            strncmp(out, "127.", 4) == 0)
+            out[0] = '\0';
+    }
+    close(fd);
+}
+
+static void read_host(const char *sysfs_root, pn_host *host)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    memset(host, 0, sizeof *host);
+    if (gethostname(host->hostname, sizeof host->hostname - 1) != 0)
+        host->hostname[0] = '\0';
+    host->cpus = cpus > 0 ? (int)cpus : 1;
+    host->numa_nodes = count_numa_nodes(sysfs_root);
+    default_route(host->route_interface, sizeof host->route_interface);
+    if (host->route_interface[0])
+        interface_ipv4(host->route_interface, host->route_ip, sizeof host->route_ip);
+}
+
+int pn_nvml_snapshot_read(const char *library_path, const char *sysfs_root,
+                          pn_nvml_snapshot *out)
 {
     const char *path = (library_path != NULL && library_path[0]) ? library_path : DEFAULT_LIBRARY;
     int rc;
+    /* Only what is filled is cleared: the GPU entries past gpu_count and the pairs past
+     * (gpu_count, gpu_count) are never read, and clearing 300 KB would cost more than the
+     * snapshot itself. */
+    memset(&out->error, 0, sizeof out->error);
+    out->detail[0] = '\0';
+    out->driver[0] = '\0';
+    out->device_count = 0;
+    out->gpu_count = 0;
+    read_host((sysfs_root != NULL && sysfs_root[0]) ? sysfs_root : "/sys", &out->host);
     pthread_mutex_lock(&lock);
     rc = read_locked(path, out);
     pthread_mutex_unlock(&lock);

@@ -35,11 +35,6 @@ typedef struct {
 } pn_nvml_mig;
 
 typedef struct {
-    char remote_bus_id[PN_NVML_BUSID];
-    int remote_type;                  /* nvmlIntNvLinkDeviceType_t, -1 when not reported */
-} pn_nvml_link;
-
-typedef struct {
     unsigned int index;
     int has_handle;
     pn_nvml_error error;
@@ -56,26 +51,40 @@ typedef struct {
     int mig_mode;                     /* current mode: 1 enabled, 0 disabled or unsupported */
     unsigned int mig_count;
     pn_nvml_mig mig[PN_NVML_MAX_MIG];
-    unsigned int link_count;          /* active NVLinks */
-    pn_nvml_link links[PN_NVML_MAX_LINKS];
+    /* Active NVLinks by what is at the far end (told by the remote device type, or, on
+     * drivers without it, by whether the remote PCI bus id is a GPU of this node). */
+    unsigned int nvlink_to[PN_NVML_MAX_GPUS]; /* direct links to GPU j of this node */
+    unsigned int nvswitch_links;              /* links into an NVSwitch fabric */
 } pn_nvml_gpu;
 
+/* Host facts read beside NVML (no packet is sent). */
 typedef struct {
+    char hostname[256];
+    int cpus;                         /* online logical CPUs */
+    int numa_nodes;                   /* node directories under <sysfs>/devices/system/node */
+    char route_interface[32];         /* interface of the IPv4 default route, "" if none */
+    char route_ip[64];                /* its IPv4 address, "" if none or loopback */
+} pn_host;
+
+typedef struct {
+    pn_host host;                     /* always filled, NVML or not */
     pn_nvml_error error;              /* library missing, symbol missing, init failed */
     char detail[PN_NVML_DETAIL];      /* dlerror() text and the like */
     char driver[PN_NVML_STR];
     unsigned int device_count;        /* what NVML reports */
     unsigned int gpu_count;           /* entries filled: min(device_count, PN_NVML_MAX_GPUS) */
-    pn_nvml_gpu gpus[PN_NVML_MAX_GPUS];
-    /* Pair (i, j) at [i * PN_NVML_MAX_GPUS + j], filled for i < j; -1 when unknown. */
+    pn_nvml_gpu gpus[PN_NVML_MAX_GPUS];  /* only [0, gpu_count) are written */
+    /* Pair (i, j) at [i * PN_NVML_MAX_GPUS + j] for i, j < gpu_count; -1 when unknown. */
     int topology[PN_NVML_MAX_GPUS * PN_NVML_MAX_GPUS];  /* nvmlGpuTopologyLevel_t */
     int p2p_read[PN_NVML_MAX_GPUS * PN_NVML_MAX_GPUS];  /* nvmlGpuP2PStatus_t */
 } pn_nvml_snapshot;
 
-/* Fill *out (zeroed by the caller) from the NVML library at library_path (NULL or "" means
+/* Fill *out (which need not be zeroed: every field read is written) with the host facts
+ * (sysfs under sysfs_root, NULL meaning "/sys") and what NVML reports, from the NVML library at library_path (NULL or "" means
  * "libnvidia-ml.so.1"). Returns out->error.code: 0 on success, else why NVML gave nothing
  * (12 library not found, 13 required function not found, or nvmlInit's code). Per-device
  * failures are recorded in the device's entry and never abort the call. */
-int pn_nvml_snapshot_read(const char *library_path, pn_nvml_snapshot *out);
+int pn_nvml_snapshot_read(const char *library_path, const char *sysfs_root,
+                          pn_nvml_snapshot *out);
 
 #endif

@@ -1,6 +1,10 @@
 """placement-native: this node's GPU topology through NVML in one compiled call, and free
 ports that cannot be stolen.
 
+Importing the package picks the backend (``BACKEND``) and nothing else; the snapshot and
+port modules load on first use, so ``import placement_native`` stays in the low
+milliseconds.
+
 >>> import placement_native
 >>> placement_native.BACKEND in ("cffi", "purepython")
 True
@@ -8,10 +12,7 @@ True
 
 from __future__ import annotations
 
-import logging
-
 from ._backend import BACKEND
-from ._model import Accelerator, Link, MigInstance, NodeSnapshot
 from ._version import __version__
 from .errors import (
     BackendMismatchError,
@@ -20,10 +21,12 @@ from .errors import (
     NVMLError,
     PortError,
 )
-from .ports import PortReservation, find_free_ports, reserve_ports
-from ._snapshot import snapshot
 
-logging.getLogger(__name__).addHandler(logging.NullHandler())
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._model import Accelerator, Link, MigInstance, NodeSnapshot
+    from ._snapshot import snapshot
+    from .ports import PortReservation, find_free_ports, reserve_ports
 
 __all__ = [
     "BACKEND",
@@ -42,3 +45,30 @@ __all__ = [
     "reserve_ports",
     "snapshot",
 ]
+
+# Public name -> the submodule that defines it, imported on first access (PEP 562).
+_LAZY = {
+    "Accelerator": "._model",
+    "Link": "._model",
+    "MigInstance": "._model",
+    "NodeSnapshot": "._model",
+    "snapshot": "._snapshot",
+    "PortReservation": ".ports",
+    "find_free_ports": ".ports",
+    "reserve_ports": ".ports",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -2,45 +2,24 @@
 
 from __future__ import annotations
 
-import logging
-from collections import Counter
 from pathlib import Path
 
 from . import _host
+from ._log import get_logger
 from ._model import Accelerator, Link, MigInstance, NodeSnapshot
 from ._raw import RawGpu, RawNode
 
 __all__ = ["P2P_NAMES", "TOPOLOGY_LEVELS", "assemble"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 # nvmlGpuTopologyLevel_t -> the names nvidia-smi topo -m prints.
 TOPOLOGY_LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 # nvmlGpuP2PStatus_t -> the abbreviations of nvidia-smi topo -p2p r.
 P2P_NAMES = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DIS", 5: "NS", 6: "U"}
-NVLINK_GPU = 0
-NVLINK_SWITCH = 2
 
 
-def _bus_key(bus_id: str) -> str:
-    """Bus ids compare without case and without the domain's leading zeros."""
-    domain, _, rest = bus_id.strip().lower().partition(":")
-    return f"{int(domain, 16):x}:{rest}" if rest and domain else bus_id.strip().lower()
-
-
-def _peers_and_fabric(gpu: RawGpu, by_bus: dict[str, int]) -> tuple[Counter[int], int]:
-    peers: Counter[int] = Counter()
-    fabric = 0
-    for link in gpu.links:
-        peer = by_bus.get(_bus_key(link.remote_bus_id))
-        if link.remote_type == NVLINK_SWITCH or (link.remote_type is None and peer is None):
-            fabric += 1
-        elif peer is not None and peer != gpu.index and link.remote_type in (NVLINK_GPU, None):
-            peers[peer] += 1
-    return peers, fabric
-
-
-def _accelerator(gpu: RawGpu, peers: Counter[int], fabric: int, sysfs: Path | None) -> Accelerator:
+def _accelerator(gpu: RawGpu, sysfs: Path | None) -> Accelerator:
     numa, cpus = gpu.numa_node, None
     if gpu.cpu_mask is not None:
         cpus = _host.cpulist_from_mask(gpu.cpu_mask) or None
@@ -71,58 +50,44 @@ def _accelerator(gpu: RawGpu, peers: Counter[int], fabric: int, sysfs: Path | No
         compute_capability=gpu.compute_capability,
         mig=gpu.mig_mode,
         mig_instances=migs,
-        nvlink_peers=tuple(sorted(peers.items())),
-        nvswitch_links=fabric,
+        nvlink_peers=tuple(sorted(gpu.nvlink_peers.items())),
+        nvswitch_links=gpu.nvswitch_links,
         error=None if gpu.error is None else str(gpu.error),
     )
 
 
-def assemble(
-    raw: RawNode,
-    *,
-    source: str,
-    hostname: str,
-    ip: str,
-    cpus: int,
-    numa_nodes: int,
-    sysfs: Path | None = None,
-) -> NodeSnapshot:
-    """Build the snapshot from what a backend read plus the host facts."""
+def assemble(raw: RawNode, *, source: str, sysfs: Path | None = None) -> NodeSnapshot:
+    """Build the snapshot from what a backend read (NVML and the host facts)."""
     if raw.device_count > len(raw.gpus):
         logger.warning(
             "NVML reports %d GPUs; the snapshot holds the first %d", raw.device_count, len(raw.gpus)
         )
-    by_bus = {_bus_key(g.pci_bus_id): g.index for g in raw.gpus if g.pci_bus_id}
-    wiring = [_peers_and_fabric(g, by_bus) for g in raw.gpus]
-    accelerators = tuple(
-        _accelerator(g, peers, fabric, sysfs)
-        for g, (peers, fabric) in zip(raw.gpus, wiring, strict=True)
-    )
+    gpus = raw.gpus
     links = []
-    for i, gi in enumerate(raw.gpus):
-        for j in range(i + 1, len(raw.gpus)):
-            gj = raw.gpus[j]
-            direct = wiring[i][0].get(gj.index, 0) or wiring[j][0].get(gi.index, 0)
-            fabric = min(wiring[i][1], wiring[j][1])
+    for i, gi in enumerate(gpus):
+        for j in range(i + 1, len(gpus)):
+            gj = gpus[j]
+            direct = gi.nvlink_peers.get(gj.index, 0) or gj.nvlink_peers.get(gi.index, 0)
+            nvlinks = direct or min(gi.nvswitch_links, gj.nvswitch_links)
             level = raw.topology.get((gi.index, gj.index))
             p2p = raw.p2p_read.get((gi.index, gj.index))
-            if level is None and p2p is None and not (direct or fabric):
+            if level is None and p2p is None and not nvlinks:
                 continue  # nothing known about the pair (one of them refused every query)
             links.append(
                 Link(
-                    a=gi.index,
-                    b=gj.index,
-                    level=None if level is None else TOPOLOGY_LEVELS.get(level, f"L{level}"),
-                    nvlinks=direct or fabric,
-                    p2p=None if p2p is None else P2P_NAMES.get(p2p, "U"),
+                    gi.index,
+                    gj.index,
+                    None if level is None else TOPOLOGY_LEVELS.get(level, f"L{level}"),
+                    nvlinks,
+                    None if p2p is None else P2P_NAMES.get(p2p, "U"),
                 )
             )
     return NodeSnapshot(
-        hostname=hostname,
-        ip=ip,
-        cpus=cpus,
-        numa_nodes=numa_nodes,
-        accelerators=accelerators,
+        hostname=raw.hostname,
+        ip=_host.primary_ip(raw.route_ip, raw.hostname),
+        cpus=raw.cpus,
+        numa_nodes=raw.numa_nodes,
+        accelerators=tuple(_accelerator(g, sysfs) for g in gpus),
         links=tuple(links),
         driver=raw.driver,
         source=source,

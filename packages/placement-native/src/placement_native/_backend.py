@@ -8,28 +8,30 @@ missing extension (no compiler at install time) falls back with a debug log.
 
 from __future__ import annotations
 
-import logging
 import os
-from types import ModuleType
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
 
 from ._version import __version__
 from .errors import BackendMismatchError
 
 __all__ = ["BACKEND", "PUREPYTHON_ENV", "native_module"]
 
-logger = logging.getLogger(__name__)
-
 PUREPYTHON_ENV = "PLACEMENT_NATIVE_PUREPYTHON"
 
 
 def _load() -> tuple[str, ModuleType | None]:
     if os.environ.get(PUREPYTHON_ENV, "") not in ("", "0"):
-        logger.debug("%s is set: using the pure-Python backend", PUREPYTHON_ENV)
         return "purepython", None
     try:
         from . import _native
     except ImportError as exc:
-        logger.debug("compiled extension unavailable (%s): using the pure-Python backend", exc)
+        from ._log import get_logger
+
+        get_logger(__name__).debug(
+            "compiled extension unavailable (%s): using the pure-Python backend", exc
+        )
         return "purepython", None
     built_for = _native.ffi.string(_native.lib.placement_native_version()).decode()
     _verify_version(built_for)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fcntl
 import ipaddress
-import logging
 import os
 import re
 import socket
@@ -27,10 +26,9 @@ __all__ = [
     "parse_cpulist",
     "pci_sysfs_affinity",
     "primary_ip",
+    "route_ipv4",
     "sysfs_root",
 ]
-
-logger = logging.getLogger(__name__)
 
 ROUTE_FILE = Path("/proc/net/route")
 SYSFS_ENV = "PLACEMENT_SYSFS_ROOT"
@@ -115,18 +113,32 @@ def hostname_address(name: str) -> str | None:
     return usable[0] if usable else None
 
 
-def primary_ip(route_file: Path | None = None, name: str | None = None) -> str:
+def route_ipv4(route_file: Path | None = None) -> str | None:
+    """The IPv4 address of the default-route interface, or None (no route, no address,
+    or a loopback address)."""
+    iface = default_route_interface(route_file)
+    if iface is None:
+        return None
+    address = interface_ipv4(iface)
+    if address is None or address.startswith("127."):
+        return None
+    return address
+
+
+def primary_ip(route_ip: str | None = None, name: str | None = None) -> str:
     """The node's primary IP without sending a packet.
 
-    The address of the default-route interface; else a non-loopback address of the
-    hostname; else ``127.0.0.1``.
+    Args:
+        route_ip: The default-route interface's address if already known; read from
+            ``/proc/net/route`` when None.
+        name: The hostname to resolve next; this host's when None.
+
+    Returns:
+        ``route_ip``; else a non-loopback address of the hostname; else ``127.0.0.1``.
     """
-    iface = default_route_interface(route_file)
-    if iface is not None:
-        address = interface_ipv4(iface)
-        if address is not None and not address.startswith("127."):
-            return address
-        logger.debug("default-route interface %s has no usable IPv4 address", iface)
+    address = route_ip if route_ip is not None else route_ipv4()
+    if address is not None:
+        return address
     address = hostname_address(name if name is not None else hostname())
     return address if address is not None else "127.0.0.1"
 
@@ -160,16 +172,20 @@ def format_cpulist(cpus: Iterable[int]) -> str:
     return ",".join(parts)
 
 
-def cpulist_from_mask(words: Iterable[int], bits_per_word: int = 64) -> str:
-    """An NVML cpu set (array of bit-mask words, CPU ``k`` = bit ``k % 64`` of word
-    ``k // 64``) as a cpulist string."""
-    cpus = []
-    for w, word in enumerate(words):
-        while word:
-            low = word & -word
-            cpus.append(w * bits_per_word + low.bit_length() - 1)
-            word ^= low
-    return format_cpulist(cpus)
+def cpulist_from_mask(mask: int) -> str:
+    """A CPU bit mask (bit ``k`` set = CPU ``k``, as NVML's cpu set words read as one
+    little-endian integer) as a cpulist string; ``""`` for no CPUs."""
+    parts: list[str] = []
+    base = 0
+    while mask:
+        skip = (mask & -mask).bit_length() - 1
+        mask >>= skip
+        base += skip
+        run = (mask ^ (mask + 1)).bit_length() - 1  # trailing ones: one run of CPUs
+        parts.append(str(base) if run == 1 else f"{base}-{base + run - 1}")
+        mask >>= run
+        base += run
+    return ",".join(parts)
 
 
 def pci_sysfs_affinity(

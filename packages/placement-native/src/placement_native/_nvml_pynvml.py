@@ -9,16 +9,18 @@ loading that library into ``pynvml.nvmlLib`` first.
 from __future__ import annotations
 
 import ctypes
+import re
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from . import _host
 from ._raw import (
     NVML_GPU_IS_LOST,
     OPTIONAL_ABSENT,
     REQUIRED_SYMBOLS,
     RawGpu,
-    RawLink,
     RawMig,
     RawNode,
 )
@@ -36,6 +38,8 @@ NVML_P2P_CAPS_INDEX_READ = 0
 NVML_DEVICE_MIG_ENABLE = 1
 NVML_FEATURE_ENABLED = 1
 # The capacities of the C struct, so both backends cut at the same place.
+NVLINK_DEVICE_TYPE_GPU = 0
+NVLINK_DEVICE_TYPE_SWITCH = 2
 CPUSET_WORDS = 64
 MAX_GPUS = 64
 MAX_MIG = 8
@@ -99,6 +103,37 @@ def _bus_id(pci: Any) -> str | None:
     return _str(pci.busId) or _str(pci.busIdLegacy)
 
 
+_BUS_ID = re.compile(r"\s*([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-9a-fA-F]+)")
+
+
+def _bus_key(bus_id: str | None) -> tuple[int, ...] | None:
+    """A bus id as numbers, so ids compare whatever their case or domain width."""
+    match = _BUS_ID.match(bus_id or "")
+    return None if match is None else tuple(int(part, 16) for part in match.groups())
+
+
+def _match_nvlinks(gpus: list[RawGpu], links: list[list[tuple[str, int | None]]]) -> None:
+    """Count each GPU's active NVLinks per peer GPU and into the NVSwitch fabric.
+
+    A link ends at a peer when the far bus id is a GPU of this node (and the driver does
+    not say otherwise); at the fabric when the far end is an NVSwitch, or, on drivers that
+    cannot tell, anything that is not a GPU of this node (as ``match_nvlinks`` in C).
+    """
+    keys: dict[tuple[int, ...], int] = {}
+    for gpu in gpus:
+        key = _bus_key(gpu.pci_bus_id)
+        if key is not None:
+            keys.setdefault(key, gpu.index)
+    for gpu, gpu_links in zip(gpus, links, strict=True):
+        for remote, kind in gpu_links:
+            key = _bus_key(remote)
+            peer = None if key is None else keys.get(key)
+            if kind == NVLINK_DEVICE_TYPE_SWITCH or (kind is None and peer is None):
+                gpu.nvswitch_links += 1
+            elif peer is not None and peer != gpu.index and kind in (NVLINK_DEVICE_TYPE_GPU, None):
+                gpu.nvlink_peers[peer] = gpu.nvlink_peers.get(peer, 0) + 1
+
+
 class _Reader:
     """One snapshot's worth of pynvml calls."""
 
@@ -147,10 +182,7 @@ class _Reader:
                 t, "nvmlDeviceGetCpuAffinity", nv.nvmlDeviceGetCpuAffinity, dev, CPUSET_WORDS
             )
         if mask is not ABSENT:
-            words = [int(w) for w in mask]
-            while words and not words[-1]:
-                words.pop()
-            gpu.cpu_mask = tuple(words)
+            gpu.cpu_mask = sum(int(word) << (64 * w) for w, word in enumerate(mask))
 
     def mig(self, dev: Any, gpu: RawGpu, t: _Target) -> None:
         nv = self.nv
@@ -197,18 +229,20 @@ class _Reader:
             )
             mig.compute_instance_id = None if ci is ABSENT else int(ci)
 
-    def nvlinks(self, dev: Any, gpu: RawGpu, t: _Target) -> None:
+    def nvlinks(self, dev: Any, t: _Target) -> list[tuple[str, int | None]]:
+        """The active NVLinks of one GPU: (far bus id, far device type or None)."""
         nv = self.nv
+        found: list[tuple[str, int | None]] = []
         for link in range(MAX_LINKS):
             if t.lost:
-                return
+                return found
             try:
                 active = nv.nvmlDeviceGetNvLinkState(dev, link)
             except nv.NVMLError as exc:
                 # NOT_SUPPORTED: no NVLink on this GPU; INVALID_ARGUMENT: past its last link.
                 if exc.value not in (NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_INVALID_ARGUMENT):
                     t.fail(exc.value, "nvmlDeviceGetNvLinkState")
-                return
+                return found
             if int(active) != NVML_FEATURE_ENABLED:
                 continue
             pci = self.query(
@@ -227,10 +261,10 @@ class _Reader:
                 dev,
                 link,
             )
-            remote_type = None if kind is ABSENT else int(kind)
-            gpu.links.append(RawLink(remote_bus_id=_bus_id(pci) or "", remote_type=remote_type))
+            found.append((_bus_id(pci) or "", None if kind is ABSENT else int(kind)))
+        return found
 
-    def gpu(self, index: int) -> tuple[RawGpu, Any]:
+    def gpu(self, index: int) -> tuple[RawGpu, Any, list[tuple[str, int | None]]]:
         nv = self.nv
         gpu = RawGpu(index=index)
         t = _Target(gpu, f"GPU {index}")
@@ -238,7 +272,7 @@ class _Reader:
             t, "nvmlDeviceGetHandleByIndex_v2", nv.nvmlDeviceGetHandleByIndex, index
         )
         if dev is ABSENT:
-            return gpu, None
+            return gpu, None, []
         gpu.name = _opt(_str, self.query(t, "nvmlDeviceGetName", nv.nvmlDeviceGetName, dev))
         gpu.uuid = _opt(_str, self.query(t, "nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID, dev))
         pci = self.query(t, "nvmlDeviceGetPciInfo_v3", nv.nvmlDeviceGetPciInfo_v3, dev)
@@ -251,8 +285,8 @@ class _Reader:
         )
         gpu.compute_capability = None if cc is ABSENT else (int(cc[0]), int(cc[1]))
         self.mig(dev, gpu, t)
-        self.nvlinks(dev, gpu, t)
-        return gpu, (None if t.lost else dev)
+        links = self.nvlinks(dev, t)
+        return gpu, (None if t.lost else dev), links
 
     def pairs(self, node: RawNode, handles: list[Any]) -> None:
         nv = self.nv
@@ -279,15 +313,21 @@ def _opt(convert: Callable[[Any], Any], value: Any) -> Any:
     return None if value is ABSENT else convert(value)
 
 
-def read(library: str) -> RawNode:
-    """Read this node's NVML view through nvidia-ml-py.
+def read(library: str, sysfs: Path) -> RawNode:
+    """Read the host facts and this node's NVML view through nvidia-ml-py.
 
     Args:
         library: Path or soname of libnvidia-ml for pynvml to use.
+        sysfs: Where sysfs is mounted.
     """
     import pynvml
 
-    node = RawNode()
+    node = RawNode(
+        hostname=_host.hostname(),
+        cpus=_host.cpu_count(),
+        numa_nodes=_host.numa_node_count(sysfs),
+        route_ip=_host.route_ipv4(),
+    )
     with _lock:
         node.error = _load(pynvml, library)
         if node.error is not None:
@@ -308,12 +348,14 @@ def read(library: str) -> RawNode:
                 node.error = nvml_error(exc.value, "nvmlDeviceGetCount_v2")
                 return node
             reader = _Reader(pynvml)
-            handles = []
+            handles, links = [], []
             for index in range(min(node.device_count, MAX_GPUS)):
-                gpu, handle = reader.gpu(index)
+                gpu, handle, gpu_links = reader.gpu(index)
                 node.gpus.append(gpu)
                 handles.append(handle)
+                links.append(gpu_links)
             reader.pairs(node, handles)
+            _match_nvlinks(node.gpus, links)
         finally:
             pynvml.nvmlShutdown()
     return node

@@ -16,7 +16,6 @@ __all__ = [
     "OPTIONAL_ABSENT",
     "REQUIRED_SYMBOLS",
     "RawGpu",
-    "RawLink",
     "RawMig",
     "RawNode",
 ]
@@ -49,14 +48,6 @@ class RawMig:
 
 
 @dataclass(slots=True)
-class RawLink:
-    """One active NVLink: the PCI bus id at its far end and what sits there."""
-
-    remote_bus_id: str
-    remote_type: int | None  # nvmlIntNvLinkDeviceType_t; None when the driver cannot tell
-
-
-@dataclass(slots=True)
 class RawGpu:
     index: int
     error: NVMLError | None = None
@@ -65,15 +56,21 @@ class RawGpu:
     pci_bus_id: str | None = None
     memory_total: int | None = None
     numa_node: int | None = None
-    cpu_mask: tuple[int, ...] | None = None
+    cpu_mask: int | None = None  # NVML's cpu set as one integer: bit k = CPU k
     compute_capability: tuple[int, int] | None = None
     mig_mode: bool = False
     migs: list[RawMig] = field(default_factory=list)
-    links: list[RawLink] = field(default_factory=list)
+    # active NVLinks: peer GPU index -> direct links, and links into an NVSwitch fabric
+    nvlink_peers: dict[int, int] = field(default_factory=dict)
+    nvswitch_links: int = 0
 
 
 @dataclass(slots=True)
 class RawNode:
+    hostname: str = ""
+    cpus: int = 1
+    numa_nodes: int = 1
+    route_ip: str | None = None  # IPv4 of the default-route interface, unless loopback
     error: NVMLError | None = None
     driver: str | None = None
     device_count: int = 0

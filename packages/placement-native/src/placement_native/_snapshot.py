@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import logging
 import os
+from pathlib import Path
 
 from . import _backend, _host
+from ._log import get_logger
 from ._assemble import assemble
 from ._model import NodeSnapshot
 from ._raw import DEFAULT_LIBRARY, LIBRARY_ENV, RawNode
 
 __all__ = ["library_path", "snapshot", "take"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 SOURCES = {"cffi": "nvml-cffi", "purepython": "nvml-pynvml"}
 
@@ -22,15 +23,15 @@ def library_path() -> str:
     return os.environ.get(LIBRARY_ENV) or DEFAULT_LIBRARY
 
 
-def _read(backend: str, library: str) -> RawNode:
+def _read(backend: str, library: str, sysfs: Path) -> RawNode:
     if backend == "cffi":
         from . import _nvml_cffi
 
-        return _nvml_cffi.read(library)
+        return _nvml_cffi.read(library, sysfs)
     if backend == "purepython":
         from . import _nvml_pynvml
 
-        return _nvml_pynvml.read(library)
+        return _nvml_pynvml.read(library, sysfs)
     raise ValueError(f"backend must be 'cffi' or 'purepython', got {backend!r}")
 
 
@@ -47,21 +48,13 @@ def _raise_first(raw: RawNode) -> None:
 
 def take(backend: str, *, strict: bool = False) -> NodeSnapshot:
     """A snapshot read through the named backend (``cffi`` or ``purepython``)."""
-    raw = _read(backend, library_path())
+    sysfs = _host.sysfs_root()
+    raw = _read(backend, library_path(), sysfs)
     if strict:
         _raise_first(raw)
     if raw.error is not None:
         logger.debug("NVML unavailable, reporting no accelerators: %s", raw.error)
-    sysfs = _host.sysfs_root()
-    return assemble(
-        raw,
-        source=SOURCES[backend],
-        hostname=_host.hostname(),
-        ip=_host.primary_ip(),
-        cpus=_host.cpu_count(),
-        numa_nodes=_host.numa_node_count(sysfs),
-        sysfs=sysfs,
-    )
+    return assemble(raw, source=SOURCES[backend], sysfs=sysfs)
 
 
 def snapshot(*, strict: bool = False) -> NodeSnapshot:

@@ -22,7 +22,9 @@ kept and replayed by ``__reduce__``.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+TYPE_CHECKING = False  # typing is not imported at run time: import time matters here
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 __all__ = [
     "BackendMismatchError",

@@ -1,0 +1,133 @@
+"""Benchmark: placement-native's node snapshot, compiled backend vs nvidia-ml-py, and import time.
+
+1. Snapshot of a fake DGX-H100-like node (8 GPUs, 18 NVLinks each into NVSwitches; the
+   fake libnvidia-ml of the test suite, built here with the system compiler): the whole
+   ``snapshot`` through the compiled backend (one C call) vs the same snapshot built with
+   nvidia-ml-py calls (the pure-Python backend), run alternately in one process. Also the
+   NVML read alone, without the host facts both share. Median per snapshot over
+   ``--rounds`` rounds of ``--batch`` snapshots each. Target: >= 10x.
+2. Import time in fresh interpreters (``python -X importtime``, cumulative microseconds of
+   the top-level module, median of ``--imports`` runs): ``import placement_native`` vs
+   ``import pynvml``. Target: placement_native < 5 ms.
+
+Usage: ``python benchmarks/bench_native_snapshot.py [--rounds 15] [--batch 20] [--imports 9]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "native" / "fake_nvml"))
+
+import fakelib  # noqa: E402
+
+TARGET_RATIO = 10.0
+TARGET_IMPORT_MS = 5.0
+
+
+def _per_call(fn: Callable[[], object], rounds: int, batch: int) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        times.append((time.perf_counter() - start) / batch)
+    return statistics.median(times)
+
+
+def _import_us(module: str, runs: int) -> float:
+    """Median cumulative import time of ``module`` in a fresh interpreter, in microseconds."""
+    samples = []
+    env = {k: v for k, v in os.environ.items() if k != "PLACEMENT_NATIVE_PUREPYTHON"}
+    for _ in range(runs):
+        result = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        )
+        for line in result.stderr.splitlines():
+            parts = [p.strip() for p in line.removeprefix("import time:").split("|")]
+            if len(parts) == 3 and parts[2] == module:
+                samples.append(float(parts[1]))
+    if not samples:
+        raise RuntimeError(f"no import-time line for {module}")
+    return statistics.median(samples)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--batch", type=int, default=20)
+    parser.add_argument("--imports", type=int, default=9)
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        library = fakelib.build(Path(tmp))
+        topology = fakelib.dgx_h100().write(Path(tmp) / "dgx_h100.txt")
+        os.environ["PLACEMENT_NVML_LIBRARY"] = str(library)
+        os.environ["FAKE_NVML_TOPOLOGY"] = str(topology)
+
+        from placement_native import _backend, _nvml_cffi, _nvml_pynvml, _snapshot
+
+        if _backend.native_module is None:
+            print("the compiled extension is not built: nothing to compare", file=sys.stderr)
+            return 1
+        compiled = _snapshot.take("cffi")
+        fallback = _snapshot.take("purepython")
+        if len(compiled.accelerators) != 8 or compiled.to_dict() | {"source": ""} != (
+            fallback.to_dict() | {"source": ""}
+        ):
+            print("the two backends disagree on the benchmark node", file=sys.stderr)
+            return 1
+
+        rows = []
+        for label, fast, slow in (
+            (
+                "snapshot() of a fake DGX H100",
+                lambda: _snapshot.take("cffi"),
+                lambda: _snapshot.take("purepython"),
+            ),
+            (
+                "NVML read alone",
+                lambda: _nvml_cffi.read(str(library)),
+                lambda: _nvml_pynvml.read(str(library)),
+            ),
+        ):
+            fast_s = _per_call(fast, args.rounds, args.batch)
+            slow_s = _per_call(slow, args.rounds, args.batch)
+            rows.append((label, fast_s, slow_s))
+
+    print(f"placement-native snapshot benchmark (median of {args.rounds} rounds x {args.batch})")
+    print(f"{'measure':32} {'cffi':>10} {'nvidia-ml-py':>13} {'ratio':>8}")
+    for label, fast_s, slow_s in rows:
+        print(f"{label:32} {fast_s * 1e6:8.1f}us {slow_s * 1e6:11.1f}us {slow_s / fast_s:7.1f}x")
+    ratio = rows[0][2] / rows[0][1]
+
+    ours = _import_us("placement_native", args.imports) / 1000
+    theirs = _import_us("pynvml", args.imports) / 1000
+    print(f"\nimport time, fresh interpreter (median of {args.imports}, -X importtime)")
+    print(f"{'import placement_native':32} {ours:8.2f}ms")
+    print(f"{'import pynvml':32} {theirs:8.2f}ms")
+
+    ok_ratio, ok_import = ratio >= TARGET_RATIO, ours < TARGET_IMPORT_MS
+    print(
+        f"\ntarget snapshot ratio >= {TARGET_RATIO:.0f}x: {ratio:.1f}x "
+        f"{'met' if ok_ratio else 'MISSED'}; "
+        f"target import < {TARGET_IMPORT_MS:.0f} ms: {ours:.2f} ms {'met' if ok_import else 'MISSED'}"
+    )
+    return 0 if ok_ratio and ok_import else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

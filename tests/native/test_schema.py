@@ -1,0 +1,113 @@
+"""NodeSnapshot.to_dict() / to_json(): the SPEC 11 node snapshot that placement-core reads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import fakelib
+import pytest
+
+from placement_native import Accelerator, Link, MigInstance, NodeSnapshot
+from placement_native._model import SCHEMA_VERSION
+
+Take = Callable[..., NodeSnapshot]
+
+SPEC_TOP_LEVEL = {"schema", "hostname", "ip", "cpus", "accelerators", "links", "driver", "source"}
+SPEC_ACCELERATOR = {
+    "index",
+    "type",
+    "model",
+    "uuid",
+    "pci_bus_id",
+    "memory_bytes",
+    "numa_node",
+    "cpu_affinity",
+    "mig",
+}
+
+
+def _spec_example() -> NodeSnapshot:
+    return NodeSnapshot(
+        hostname="gpu-node-0",
+        ip="10.0.0.7",
+        cpus=128,
+        accelerators=(
+            Accelerator(
+                index=0,
+                model="NVIDIA H100 80GB HBM3",
+                uuid="GPU-0",
+                pci_bus_id="00000000:18:00.0",
+                memory_bytes=85520809984,
+                numa_node=0,
+                cpu_affinity="0-55,112-167",
+            ),
+            Accelerator(index=1, uuid="GPU-1"),
+        ),
+        links=(Link(a=0, b=1, level="NODE", nvlinks=18, p2p="OK"),),
+        driver="580.159.04",
+        source="nvml-cffi",
+    )
+
+
+def test_spec_example_round_trips_through_json() -> None:
+    data = json.loads(_spec_example().to_json())
+    assert data["schema"] == SCHEMA_VERSION == 1
+    assert (data["hostname"], data["ip"], data["cpus"]) == ("gpu-node-0", "10.0.0.7", 128)
+    assert data["accelerators"][0] == {
+        "index": 0,
+        "type": "nvidia",
+        "model": "NVIDIA H100 80GB HBM3",
+        "uuid": "GPU-0",
+        "pci_bus_id": "00000000:18:00.0",
+        "memory_bytes": 85520809984,
+        "numa_node": 0,
+        "cpu_affinity": "0-55,112-167",
+        "mig": False,
+        "compute_capability": None,
+        "mig_instances": [],
+        "error": None,
+    }
+    assert data["links"] == [[0, 1, "NV18"]]
+    assert (data["driver"], data["source"], data["nvml_error"]) == ("580.159.04", "nvml-cffi", None)
+
+
+def test_links_show_the_pcie_level_when_there_is_no_nvlink() -> None:
+    assert Link(a=0, b=1, level="PXB").label == "PXB"
+    assert Link(a=0, b=1, level=None).label == "?"
+
+
+def test_mig_instances_serialise_as_their_own_entries() -> None:
+    acc = Accelerator(index=0, mig=True, mig_instances=(MigInstance(index=2, uuid="MIG-x"),))
+    entry = acc.to_dict()
+    assert entry["mig"] is True
+    assert entry["mig_instances"][0]["uuid"] == "MIG-x"
+    assert entry["mig_instances"][0]["index"] == 2
+
+
+@pytest.mark.parametrize(
+    "make", [fakelib.dgx_h100, fakelib.mig_node, fakelib.no_permission, fakelib.init_failure]
+)
+def test_live_snapshots_carry_every_spec_key(
+    take: Take, make: Callable[[], fakelib.Topology]
+) -> None:
+    data = json.loads(take(make()).to_json())
+    assert set(data) >= SPEC_TOP_LEVEL | {"nvml_error"}
+    for entry in data["accelerators"]:
+        assert set(entry) >= SPEC_ACCELERATOR
+        assert entry["type"] == "nvidia"
+    for a, b, label in data["links"]:
+        assert isinstance(a, int) and isinstance(b, int) and a < b
+        assert label in {"PIX", "PXB", "PHB", "NODE", "SYS", "X"} or label.startswith("NV")
+
+
+def test_snapshot_is_frozen() -> None:
+    snap = _spec_example()
+    with pytest.raises(AttributeError):
+        snap.cpus = 1  # type: ignore[misc]
+
+
+def test_link_lookup_takes_either_order() -> None:
+    snap = _spec_example()
+    assert snap.link(1, 0) is snap.link(0, 1) is snap.links[0]
+    assert snap.link(0, 5) is None
