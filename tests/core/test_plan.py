@@ -1,0 +1,243 @@
+"""plan(): every component's placements, warnings, worker env and occupancy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from placement_core.config import load_config
+from placement_core.errors import (
+    ConfigError,
+    InventoryError,
+    PlacementError,
+    PlacementRuleError,
+    PlacementSyntaxError,
+)
+from placement_core.inventory import Accelerator, Inventory, Node
+from placement_core.plan import Plan, plan
+
+
+def cluster(num_nodes: int, placement: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"cluster": {"num_nodes": num_nodes, "component_placement": placement, **extra}}
+
+
+@pytest.fixture
+def heterogeneous(heterogeneous_yaml: str) -> Plan:
+    return plan(heterogeneous_yaml)
+
+
+# --- the seed's heterogeneous cluster ----------------------------------------------------------
+
+
+def test_heterogeneous_components_in_config_order(heterogeneous: Plan) -> None:
+    assert list(heterogeneous.components) == ["actor", "rollout", "env", "agent"]
+    assert [len(p) for p in heterogeneous.components.values()] == [64, 64, 2, 400]
+    assert heterogeneous.warnings == ()
+
+
+def test_heterogeneous_groups_map_to_their_nodes(heterogeneous: Plan) -> None:
+    actor = heterogeneous.components["actor"]
+    rollout = heterogeneous.components["rollout"]
+    assert [(p.node_rank, p.hardware_ranks) for p in actor[7:9]] == [(0, (7,)), (1, (0,))]
+    assert {p.node_group for p in actor} == {"a800"}
+    assert rollout[0].node_rank == 8
+    assert rollout[0].placement_node_rank == 0
+    assert rollout[-1].node_rank == 15
+
+
+def test_heterogeneous_robot_controllers(heterogeneous: Plan) -> None:
+    env = heterogeneous.components["env"]
+    assert [(p.node_rank, p.hardware_ranks, p.hardware_type) for p in env] == [
+        (16, (0,), "Franka"),
+        (17, (0,), "Franka"),
+    ]
+    assert {p.visible_accelerators for p in env} == {()}
+    assert {p.local_accelerator_rank for p in env} == {-1}
+
+
+def test_heterogeneous_agents_by_node(heterogeneous: Plan) -> None:
+    agent = heterogeneous.components["agent"]
+    assert [p.node_rank for p in agent[::100]] == [0, 1, 2, 3]
+    assert agent[250].local_rank == 50
+    assert agent[250].local_world_size == 100
+    assert agent[250].hardware_ranks == ()
+
+
+def test_env_vars_and_interpreter_come_only_through_the_placements_group(
+    heterogeneous: Plan,
+) -> None:
+    actor_env = heterogeneous.env("actor", 9)
+    assert actor_env["GLOO_SOCKET_IFNAME"] == "eth0"
+    assert heterogeneous.interpreter("actor", 9) == "/opt/venv/openpi/bin/python3"
+    assert heterogeneous.env("rollout", 0)["GLOO_SOCKET_IFNAME"] == "eth1"
+    assert heterogeneous.interpreter("rollout", 0) is None
+    # agent 0 runs on node 0 (an a800 node) but came through `node`: no a800 settings.
+    assert "GLOO_SOCKET_IFNAME" not in heterogeneous.env("agent", 0)
+    assert heterogeneous.interpreter("agent", 0) is None
+    assert "GLOO_SOCKET_IFNAME" not in heterogeneous.env("env", 0)
+
+
+def test_worker_env_fields(heterogeneous: Plan) -> None:
+    env = heterogeneous.env("actor", 9, master_port=29500)
+    assert env["RANK"] == "9"
+    assert env["WORLD_SIZE"] == "64"
+    assert env["LOCAL_RANK"] == "0"
+    assert env["LOCAL_WORLD_SIZE"] == "8"
+    assert env["NODE_RANK"] == "1"
+    assert env["MASTER_ADDR"] == "node-0"
+    assert env["MASTER_PORT"] == "29500"
+    assert env["CUDA_VISIBLE_DEVICES"] == "1"
+    assert "MASTER_PORT" not in heterogeneous.env("actor", 9)
+    assert heterogeneous.env("actor", 9, master_addr="10.1.1.1")["MASTER_ADDR"] == "10.1.1.1"
+
+
+def test_node_placements_see_the_whole_node(heterogeneous: Plan) -> None:
+    env = heterogeneous.env("agent", 0)
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+    assert env["LOCAL_RANK"] == "0"
+
+
+def test_occupancy_per_node_and_accelerator(heterogeneous: Plan) -> None:
+    occupancy = heterogeneous.occupancy()
+    assert len(occupancy) == 18
+    node1 = occupancy[1]
+    assert node1.accelerators[0] == (("actor", 8),)
+    assert len(node1.node) == 100
+    assert node1.node[0] == ("agent", 100)
+    assert occupancy[16].hardware == {("Franka", 0): (("env", 0),)}
+    assert occupancy[16].accelerators == {}
+    assert occupancy[4].node == ()
+    assert heterogeneous.occupancy() is occupancy
+
+
+# --- inputs ----------------------------------------------------------------------------------
+
+
+def test_plan_accepts_a_path_a_mapping_and_a_loaded_config(
+    write_file: Callable[[str, str], Path], heterogeneous_yaml: str
+) -> None:
+    path = write_file("cluster.yaml", heterogeneous_yaml)
+    from_path = plan(path)
+    from_config = plan(load_config(heterogeneous_yaml))
+    assert from_path.components == from_config.components
+    small = plan(cluster(1, {"actor": "0-3"}), Inventory.uniform(1, 4))
+    assert len(small.components["actor"]) == 4
+
+
+def test_inventory_must_have_num_nodes_nodes() -> None:
+    with pytest.raises(InventoryError, match=r"inventory has 3 node.*num_nodes: 2") as info:
+        plan(cluster(2, {"actor": "0-3"}), Inventory.uniform(3, 8))
+    assert info.value.path == "cluster.num_nodes"
+
+
+def test_rule_errors_name_the_rule_path() -> None:
+    with pytest.raises(PlacementRuleError, match="would span nodes 0 and 1") as info:
+        plan(cluster(2, {"actor": "6-11:0-1"}), Inventory.uniform(2, 8))
+    assert info.value.path == "cluster.component_placement.actor.placement"
+
+
+def test_syntax_errors_surface_from_plan() -> None:
+    with pytest.raises((PlacementSyntaxError, ConfigError)) as info:
+        plan(cluster(1, {"actor": "0-3:x"}), Inventory.uniform(1, 8))
+    assert "cluster.component_placement.actor" in str(info.value)
+
+
+def test_out_of_range_resource_in_a_group() -> None:
+    raw = cluster(2, {"actor": {"node_group": "g", "placement": "0-8"}},
+                  node_groups=[{"label": "g", "node_ranks": "1"}])  # fmt: skip
+    with pytest.raises(PlacementRuleError, match=r"valid ranks are 0\.\.7"):
+        plan(raw, Inventory.uniform(2, 8))
+
+
+def test_reserved_env_vars_in_a_group_are_an_error() -> None:
+    raw = cluster(
+        1,
+        {"actor": {"node_group": "g", "placement": "0"}},
+        node_groups=[
+            {"label": "g", "node_ranks": "0",
+             "env_configs": [{"node_ranks": "0", "env_vars": [{"CUDA_VISIBLE_DEVICES": "3"}]}]}
+        ],
+    )  # fmt: skip
+    with pytest.raises(PlacementError, match="CUDA_VISIBLE_DEVICES") as info:
+        plan(raw, Inventory.uniform(1, 8))
+    assert "cluster.node_groups[0].env_configs[0].env_vars" in str(info.value)
+
+
+def test_one_key_gives_each_component_the_same_placements() -> None:
+    result = plan(cluster(1, {"actor,inference": "0-7"}), Inventory.uniform(1, 8))
+    assert list(result.components) == ["actor", "inference"]
+    assert result.components["actor"] == result.components["inference"]
+    assert result.warnings == ()
+
+
+def test_stride_rule_places_a_strided_rollout() -> None:
+    raw = cluster(2, {"actor": "0-15", "rollout": {"placement": "0-15:0-3", "stride": 2}})
+    result = plan(raw, Inventory.uniform(2, 8))
+    assert [p.hardware_ranks for p in result.components["rollout"]] == [
+        (0, 2, 4, 6), (1, 3, 5, 7), (0, 2, 4, 6), (1, 3, 5, 7)
+    ]  # fmt: skip
+    assert result.warnings == ()  # a strided rule declares its colocation
+
+
+def test_multi_group_list_places_across_groups() -> None:
+    raw = cluster(
+        2,
+        {"actor": {"node_group": ["a", "b"], "placement": "0-15"}},
+        node_groups=[{"label": "a", "node_ranks": "1"}, {"label": "b", "node_ranks": "0"}],
+    )
+    actor = plan(raw, Inventory.uniform(2, 8)).components["actor"]
+    assert [(p.node_rank, p.node_group) for p in actor[7:9]] == [(1, "a"), (0, "b")]
+    assert [p.placement_node_rank for p in actor[7:9]] == [0, 1]
+
+
+# --- sharing warnings ----------------------------------------------------------------------
+
+
+def test_undeclared_sharing_is_a_warning() -> None:
+    result = plan(cluster(1, {"actor": "0-3", "critic": "2-5"}), Inventory.uniform(1, 8))
+    (warning,) = result.warnings
+    assert "'actor'" in warning
+    assert "'critic'" in warning
+    assert "2 accelerator(s) (node 0 accelerators 2-3)" in warning
+
+
+def test_colocate_declares_a_share() -> None:
+    raw = cluster(1, {"actor": "0-3", "critic": "2-5"})
+    assert plan(raw, Inventory.uniform(1, 8), colocate=[("actor", "critic")]).warnings == ()
+
+
+def test_disjoint_components_give_no_warning() -> None:
+    assert (
+        plan(cluster(1, {"actor": "0-3", "rollout": "4-7"}), Inventory.uniform(1, 8)).warnings == ()
+    )
+
+
+def test_node_placements_never_count_as_sharing() -> None:
+    raw = cluster(1, {"actor": "0-7", "agent": {"node_group": "node", "placement": "0:0-9"}})
+    assert plan(raw, Inventory.uniform(1, 8)).warnings == ()
+
+
+# --- lookups ------------------------------------------------------------------------------------
+
+
+def test_unknown_component_or_rank_is_a_typed_error(heterogeneous: Plan) -> None:
+    with pytest.raises(PlacementRuleError, match="no component is called 'critic'"):
+        heterogeneous.env("critic", 0)
+    with pytest.raises(PlacementRuleError, match=r"ranks 0\.\.63, got 64"):
+        heterogeneous.env("actor", 64)
+
+
+def test_master_addr_prefers_ip_then_hostname_then_node_id() -> None:
+    nodes = (
+        Node(0, "id-0", hostname="host0", ip="10.0.0.5", accelerators=(Accelerator(0),)),
+        Node(1, "id-1", hostname="host1", accelerators=(Accelerator(0),)),
+        Node(2, "id-2", accelerators=(Accelerator(0),)),
+    )
+    raw = cluster(3, {"a": "0", "b": "1", "c": "2"})
+    result = plan(raw, Inventory(nodes))
+    assert result.env("a", 0)["MASTER_ADDR"] == "10.0.0.5"
+    assert result.env("b", 0)["MASTER_ADDR"] == "host1"
+    assert result.env("c", 0)["MASTER_ADDR"] == "id-2"
