@@ -349,3 +349,14 @@ def test_inventory_for_is_independent_of_snapshot_order_with_ranks() -> None:
     assert inventory_for(config(6), snapshots=snapshots) == inventory_for(
         config(6), snapshots=shuffled
     )
+
+
+def test_snapshot_as_placement_native_writes_it() -> None:
+    """A real placement-native snapshot (fake DGX H100 NVML) reads into a node."""
+    path = Path(__file__).parent / "golden" / "snapshot_dgx_h100.json"
+    node = node_from_snapshot(path, rank=0)
+    assert node.hostname == "dgx-h100-01"
+    assert node.accelerator_ids == tuple(range(8))
+    assert {a.model for a in node.accelerators} == {"NVIDIA H100 80GB HBM3"}
+    assert all(a.uuid and a.uuid.startswith("GPU-") for a in node.accelerators)
+    assert node.accelerators[0].pci_bus_id == "00000000:18:00.0"
