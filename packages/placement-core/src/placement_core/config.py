@@ -203,8 +203,8 @@ def _node_group_labels(value: object) -> object:
         suffix = f"[{i}]" if isinstance(value, list | tuple) else ""
         if not isinstance(item, str) or not item.strip():
             issues.append((suffix, "expected a non-empty group label", item))
-        elif item in labels:
-            issues.append((suffix, f"group {item!r} is listed twice", value))
+        elif item.strip() in labels:
+            issues.append((suffix, f"group {item.strip()!r} is listed twice", value))
         else:
             labels.append(item.strip())
     if not items:
@@ -284,7 +284,9 @@ class EnvConfig(_Model):
     Attributes:
         node_ranks: Nodes it applies to; a subset of the group's ``node_ranks``.
         python_interpreter_path: The interpreter workers on these nodes run with.
-        env_vars: ``(key, value)`` pairs; YAML gives a list of single-key maps.
+        env_vars: ``(key, value)`` pairs with string values; YAML gives a list of
+            single-key maps (a plain mapping is accepted too). A key is set at most once
+            per node across all groups, and never to a variable placement sets itself.
     """
 
     node_ranks: NodeRanks

@@ -128,8 +128,3 @@ def registered_hardware() -> tuple[str, ...]:
 def hardware_model(name: str) -> type[HardwareConfig] | None:
     """The config model registered for ``name``, or None when the type is unknown."""
     return _REGISTRY.get(name)
-
-
-def model_fields_of(model: type[BaseModel]) -> tuple[str, ...]:
-    """The keys a model accepts, in declaration order (for 'unknown key' hints)."""
-    return tuple(model.model_fields)
