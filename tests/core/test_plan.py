@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -241,3 +242,11 @@ def test_master_addr_prefers_ip_then_hostname_then_node_id() -> None:
     assert result.env("a", 0)["MASTER_ADDR"] == "10.0.0.5"
     assert result.env("b", 0)["MASTER_ADDR"] == "host1"
     assert result.env("c", 0)["MASTER_ADDR"] == "id-2"
+
+
+def test_a_plan_and_its_occupancy_pickle(heterogeneous: Plan) -> None:
+    copy = pickle.loads(pickle.dumps(heterogeneous))
+    assert copy == heterogeneous
+    assert list(copy.components) == list(heterogeneous.components)
+    assert copy.env("actor", 3) == heterogeneous.env("actor", 3)
+    assert pickle.loads(pickle.dumps(heterogeneous.occupancy())) == heterogeneous.occupancy()

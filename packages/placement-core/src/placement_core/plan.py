@@ -168,6 +168,10 @@ class Plan:
         interpreter, _ = self.config.node_environment(placement.node_group, placement.node_rank)
         return interpreter
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # MappingProxyType does not pickle; plans cross Ray process boundaries.
+        return (_rebuild_plan, (self.config, self.inventory, dict(self.components), self.warnings))
+
     def occupancy(self) -> Occupancy:
         """Who sits on every accelerator, hardware device and node (computed once)."""
         cached = self._cache.get("occupancy")
@@ -175,6 +179,15 @@ class Plan:
             cached = _occupancy(self)
             self._cache["occupancy"] = cached
         return cached
+
+
+def _rebuild_plan(
+    config: ClusterConfig,
+    inventory: Inventory,
+    components: dict[str, tuple[Placement, ...]],
+    warnings: tuple[str, ...],
+) -> Plan:
+    return Plan(config, inventory, MappingProxyType(components), warnings)
 
 
 def plan(
@@ -355,8 +368,8 @@ def _occupancy(result: Plan) -> Occupancy:
         tuple(
             NodeOccupancy(
                 node.rank,
-                MappingProxyType({i: tuple(o) for i, o in accelerators[node.rank].items()}),
-                MappingProxyType({k: tuple(o) for k, o in hardware[node.rank].items()}),
+                {i: tuple(o) for i, o in accelerators[node.rank].items()},
+                {k: tuple(o) for k, o in hardware[node.rank].items()},
                 tuple(whole[node.rank]),
             )
             for node in result.inventory.nodes
