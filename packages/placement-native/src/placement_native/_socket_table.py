@@ -12,8 +12,10 @@ The table only prunes candidates: ports are always confirmed by binding them.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
+import os
 import socket
 import struct
 import sys
@@ -127,8 +129,6 @@ def _native_lib() -> Any | None:
 
 def _errno_error(code: int, what: str) -> OSError:
     """The one place a C return code becomes an exception."""
-    import os
-
     return OSError(code, f"{what}: {os.strerror(code)}")
 
 
@@ -222,23 +222,43 @@ def _mark_busy_netlink(
 
 def _mark_busy_proc(wanted: WantedAddress, low: int, high: int, ports: bytearray) -> int:
     seen = 0
-    clashes: dict[bytes, bool] = {}
+    clashes: dict[str, bool] = {}  # by the address as /proc writes it: few distinct ones
     for path, _ in PROC_TCP_FILES:
         try:
-            rows = _proc_rows(path)
-            for packed, port, _state, _inode in rows:
-                seen += 1
-                if port < low or port > high or ports[port - low] != FREE:
-                    continue
-                clash = clashes.get(packed)
-                if clash is None:
-                    clash = clashes[packed] = conflicts(wanted, WantedAddress.from_packed(packed))
-                if clash:
-                    ports[port - low] = BUSY
+            with open(path, encoding="ascii") as file:
+                next(file, None)  # header
+                for line in file:
+                    seen += 1
+                    local = line.split(None, 2)[1]
+                    port = int(local[-4:], 16)
+                    if port < low or port > high or ports[port - low] != FREE:
+                        continue
+                    address = local[:-5]
+                    clash = clashes.get(address)
+                    if clash is None:
+                        held = WantedAddress.from_packed(_proc_address(address))
+                        clash = clashes[address] = conflicts(wanted, held)
+                    if clash:
+                        ports[port - low] = BUSY
         except FileNotFoundError:
             logger.debug("%s does not exist", path)
     return seen
 
+
+# Answers that mean netlink sock_diag is not available here at all (a sandbox, a kernel
+# without it), rather than that this one query failed.
+_NETLINK_UNAVAILABLE = frozenset(
+    {
+        errno.EPERM,
+        errno.EACCES,
+        errno.EPROTONOSUPPORT,
+        errno.EAFNOSUPPORT,
+        errno.ENOENT,
+        errno.EINVAL,
+        errno.EOPNOTSUPP,
+        errno.ENOSYS,
+    }
+)
 
 _netlink_refused = False
 
@@ -262,8 +282,8 @@ def mark_busy(packed: bytes, family: int, low: int, ports: bytearray) -> TableRe
         try:
             return TableRead("netlink", _mark_busy_netlink(lib, packed, family, low, high, ports))
         except OSError as exc:
-            # A sandbox without NETLINK_SOCK_DIAG: it will not start working, stop asking.
-            _netlink_refused = True
+            if exc.errno in _NETLINK_UNAVAILABLE:
+                _netlink_refused = True  # it will not start working: stop asking
             logger.debug("netlink socket table unavailable (%s): reading /proc instead", exc)
     try:
         return TableRead(
