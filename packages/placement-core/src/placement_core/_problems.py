@@ -133,7 +133,18 @@ def _message(error: Any, model: type[BaseModel], loc: Sequence[str | int]) -> st
         return "expected a mapping"
     if kind in {"value_error", "assertion_error"} and "error" in ctx:
         return str(ctx["error"])
-    return str(error.get("msg", "invalid value"))
+    return _reworded(str(error.get("msg", "invalid value")))
+
+
+def _reworded(message: str) -> str:
+    """pydantic's remaining messages in our voice ("expected ...")."""
+    for prefix, replacement in (
+        ("Input should be ", "expected "),
+        ("Input should ", "expected to "),
+    ):
+        if message.startswith(prefix):
+            return replacement + message[len(prefix) :]
+    return message
 
 
 def issues_from(error: ValidationError, model: type[BaseModel]) -> list[tuple[str, str, object]]:
@@ -147,8 +158,6 @@ def issues_from(error: ValidationError, model: type[BaseModel]) -> list[tuple[st
             issues += [(suffix + s, m, v) for s, m, v in raised.issues]
             continue
         value = None if item["type"] in {"missing", "extra_forbidden"} else item.get("input")
-        if item["type"] == "extra_forbidden":
-            value = None
         issues.append((suffix, _message(item, model, loc), value))
     return issues
 
