@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\ntarget snapshot ratio >= {TARGET_RATIO:.0f}x: {ratio:.1f}x "
         f"{'met' if ok_ratio else 'MISSED'}; "
-        f"target import < {TARGET_IMPORT_MS:.0f} ms: {ours:.2f} ms {'met' if ok_import else 'MISSED'}"
+        f"target import < {TARGET_IMPORT_MS:.0f} ms: {ours:.2f} ms "
+        f"{'met' if ok_import else 'MISSED'}"
     )
     return 0 if ok_ratio and ok_import else 1
 

@@ -20,13 +20,13 @@ class OptionalBuildExt(build_ext):
     def run(self) -> None:
         try:
             super().run()
-        except Exception as exc:  # noqa: BLE001 - any compiler failure means "use the fallback"
+        except Exception as exc:
             self._give_up(exc)
 
     def build_extension(self, ext):  # type: ignore[no-untyped-def]
         try:
             super().build_extension(ext)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self._give_up(exc)
 
     @staticmethod

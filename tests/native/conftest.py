@@ -10,10 +10,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fake_nvml"))
 
-import fakelib  # noqa: E402
+import fakelib
 
-from placement_native import _backend, _snapshot  # noqa: E402
-from placement_native._model import NodeSnapshot  # noqa: E402
+from placement_native import _backend, _snapshot
+from placement_native._model import NodeSnapshot
 
 BACKENDS = ["cffi", "purepython"]
 

@@ -43,7 +43,7 @@ def test_backends_raise_the_same_error_when_strict(
     use_node(SCENARIOS[name]())
     errors = []
     for backend in ("cffi", "purepython"):
-        with pytest.raises(Exception) as info:  # noqa: PT011 - compared below
+        with pytest.raises(Exception) as info:
             _snapshot.take(backend, strict=True)
         errors.append(info.value)
     assert type(errors[0]) is type(errors[1])

@@ -97,7 +97,9 @@ def test_live_snapshots_carry_every_spec_key(
         assert set(entry) >= SPEC_ACCELERATOR
         assert entry["type"] == "nvidia"
     for a, b, label in data["links"]:
-        assert isinstance(a, int) and isinstance(b, int) and a < b
+        assert isinstance(a, int)
+        assert isinstance(b, int)
+        assert a < b
         assert label in {"PIX", "PXB", "PHB", "NODE", "SYS", "X"} or label.startswith("NV")
 
 

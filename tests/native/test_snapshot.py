@@ -70,7 +70,8 @@ def test_every_pair_on_the_fabric_shows_nv18_like_nvidia_smi(take: Take) -> None
 def test_pcie_level_and_p2p_are_kept_beside_the_nvlink_count(take: Take) -> None:
     snap = take(fakelib.dgx_h100())
     same_numa, across = snap.link(0, 3), snap.link(3, 4)
-    assert same_numa is not None and across is not None
+    assert same_numa is not None
+    assert across is not None
     assert (same_numa.level, same_numa.nvlinks, same_numa.p2p) == ("NODE", 18, "OK")
     assert (across.level, across.nvlinks) == ("SYS", 18)
 
@@ -109,7 +110,8 @@ def test_pcie_gpus_without_nvlink_or_mig_support_are_not_errors(take: Take) -> N
     for acc in snap.accelerators:
         assert acc.error is None
         assert acc.mig is False
-        assert acc.nvlink_peers == () and acc.nvswitch_links == 0
+        assert acc.nvlink_peers == ()
+        assert acc.nvswitch_links == 0
     assert [a.numa_node for a in snap.accelerators] == [0, 0, 1, 1]
     assert [a.cpu_affinity for a in snap.accelerators] == ["0-31", "0-31", "32-63", "32-63"]
 
@@ -127,7 +129,8 @@ def test_mig_instances_are_listed_with_their_uuids(take: Take) -> None:
     assert first.model == "NVIDIA A100-SXM4-40GB MIG 3g.20gb"
     assert first.memory_bytes == 20937965568
     assert (first.gpu_instance_id, first.compute_instance_id) == (1, 0)
-    assert gpu1.mig is False and gpu1.mig_instances == ()
+    assert gpu1.mig is False
+    assert gpu1.mig_instances == ()
 
 
 def test_direct_nvlinks_are_counted_per_peer_by_remote_bus_id(take: Take) -> None:
@@ -135,7 +138,8 @@ def test_direct_nvlinks_are_counted_per_peer_by_remote_bus_id(take: Take) -> Non
     assert snap.accelerators[0].nvlink_peers == ((1, 4),)
     assert snap.accelerators[1].nvlink_peers == ((0, 4),)
     link = snap.link(0, 1)
-    assert link is not None and (link.label, link.level) == ("NV4", "PXB")
+    assert link is not None
+    assert (link.label, link.level) == ("NV4", "PXB")
 
 
 # --- a GPU that refuses access, a GPU that is lost --------------------------------------
@@ -149,13 +153,15 @@ def test_a_gpu_refusing_access_is_listed_with_its_error(take: Take) -> None:
     assert "NVML_ERROR_NO_PERMISSION" in refused.error
     assert "nvmlDeviceGetHandleByIndex_v2" in refused.error
     assert (refused.uuid, refused.pci_bus_id, refused.memory_bytes) == (None, None, None)
-    assert snap.accelerators[0].error is None and snap.accelerators[2].error is None
+    assert snap.accelerators[0].error is None
+    assert snap.accelerators[2].error is None
 
 
 def test_a_lost_gpu_keeps_what_was_read_before_it_was_lost(take: Take) -> None:
     snap = take(fakelib.no_permission())
     lost = snap.accelerators[3]
-    assert lost.error is not None and "NVML_ERROR_GPU_IS_LOST" in lost.error
+    assert lost.error is not None
+    assert "NVML_ERROR_GPU_IS_LOST" in lost.error
     assert lost.uuid == "GPU-00000203-1111-2222-3333-000000000203"
     assert lost.memory_bytes is None
     assert lost.numa_node is None  # asked nothing after the loss
@@ -181,7 +187,8 @@ def test_old_driver_missing_symbols_are_not_errors(take: Take) -> None:
     assert snap.nvml_error is None
     for acc in snap.accelerators:
         assert acc.error is None
-        assert acc.mig is False and acc.mig_instances == ()
+        assert acc.mig is False
+        assert acc.mig_instances == ()
     assert [a.cpu_affinity for a in snap.accelerators] == ["0-19", "20-39"]
 
 
@@ -217,9 +224,11 @@ def test_sysfs_fills_numa_and_cpus_nvml_cannot_tell(take: Take, sysfs: Path) -> 
 
 def test_init_failure_gives_no_accelerators_and_the_reason(take: Take) -> None:
     snap = take(fakelib.init_failure())
-    assert snap.accelerators == () and snap.links == ()
+    assert snap.accelerators == ()
+    assert snap.links == ()
     assert snap.nvml_error is not None
-    assert "nvmlInit" in snap.nvml_error and "NVML_ERROR_DRIVER_NOT_LOADED" in snap.nvml_error
+    assert "nvmlInit" in snap.nvml_error
+    assert "NVML_ERROR_DRIVER_NOT_LOADED" in snap.nvml_error
     assert snap.driver is None
 
 
@@ -233,7 +242,8 @@ def test_init_failure_raises_typed_only_when_strict(take: Take) -> None:
 def test_other_init_codes_raise_the_generic_nvml_error(take: Take) -> None:
     with pytest.raises(NVMLError) as info:
         take(fakelib.init_failure(999), strict=True)
-    assert info.value.code == 999 and "NVML_ERROR_UNKNOWN" in str(info.value)
+    assert info.value.code == 999
+    assert "NVML_ERROR_UNKNOWN" in str(info.value)
 
 
 def test_missing_library_gives_no_accelerators(
@@ -242,7 +252,8 @@ def test_missing_library_gives_no_accelerators(
     monkeypatch.setenv("PLACEMENT_NVML_LIBRARY", str(tmp_path / "libnvidia-ml.so.1"))
     snap = _snapshot.take(nvml_backend)
     assert snap.accelerators == ()
-    assert snap.nvml_error is not None and "NVML_ERROR_LIBRARY_NOT_FOUND" in snap.nvml_error
+    assert snap.nvml_error is not None
+    assert "NVML_ERROR_LIBRARY_NOT_FOUND" in snap.nvml_error
     assert str(tmp_path) in snap.nvml_error  # dlopen's own words name the path
     with pytest.raises(NVMLLibraryNotFoundError):
         _snapshot.take(nvml_backend, strict=True)

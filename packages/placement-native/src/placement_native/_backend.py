@@ -9,12 +9,14 @@ missing extension (no compiler at install time) falls back with a debug log.
 from __future__ import annotations
 
 import os
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from types import ModuleType
 
 from ._version import __version__
 from .errors import BackendMismatchError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Any
 
 __all__ = ["BACKEND", "PUREPYTHON_ENV", "native_module"]
 
@@ -33,9 +35,10 @@ def _load() -> tuple[str, ModuleType | None]:
             "compiled extension unavailable (%s): using the pure-Python backend", exc
         )
         return "purepython", None
-    built_for = _native.ffi.string(_native.lib.placement_native_version()).decode()
+    module: Any = _native  # cffi-generated: no type information
+    built_for = module.ffi.string(module.lib.placement_native_version()).decode()
     _verify_version(built_for)
-    return "cffi", _native
+    return "cffi", module
 
 
 def _verify_version(built_for: str) -> None:

@@ -25,9 +25,9 @@ Legend:
 
   X    = Self
   SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes
-  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
+  NODE = Connection traversing PCIe and the interconnect between PCIe Host Bridges in a NUMA node
   PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
-  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
+  PXB  = Connection traversing multiple PCIe bridges (not the PCIe Host Bridge)
   PIX  = Connection traversing at most a single PCIe bridge
   NV#  = Connection traversing a bonded set of # NVLinks
   -    = Unknown (the GPU could not be queried)"""
@@ -39,7 +39,10 @@ def _gib(value: int | None) -> str:
 
 def _table(rows: list[list[str]]) -> list[str]:
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
 
 
 def _gpu_row(acc: Accelerator) -> list[str]:

@@ -78,7 +78,7 @@ def default_route_interface(route_file: Path | None = None) -> str | None:
         fields = line.split()
         if len(fields) < 8:
             continue
-        iface, destination, flags, metric, mask = fields[0], fields[1], fields[3], fields[6], fields[7]
+        iface, destination, flags, metric, mask = (fields[i] for i in (0, 1, 3, 6, 7))
         try:
             if int(destination, 16) or int(mask, 16) or not int(flags, 16) & _RTF_UP:
                 continue
@@ -188,9 +188,7 @@ def cpulist_from_mask(mask: int) -> str:
     return ",".join(parts)
 
 
-def pci_sysfs_affinity(
-    pci_bus_id: str, sysfs: Path | None = None
-) -> tuple[int | None, str | None]:
+def pci_sysfs_affinity(pci_bus_id: str, sysfs: Path | None = None) -> tuple[int | None, str | None]:
     """``(numa_node, local_cpulist)`` of a PCI device from sysfs; None where unknown.
 
     Args:

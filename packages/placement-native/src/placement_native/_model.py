@@ -194,8 +194,13 @@ class NodeSnapshot:
             "accelerators": [acc.to_dict() for acc in self.accelerators],
             "links": [[link.a, link.b, link.label] for link in self.links],
             "topology": [
-                {"a": link.a, "b": link.b, "level": link.level, "nvlinks": link.nvlinks,
-                 "p2p": link.p2p}
+                {
+                    "a": link.a,
+                    "b": link.b,
+                    "level": link.level,
+                    "nvlinks": link.nvlinks,
+                    "p2p": link.p2p,
+                }
                 for link in self.links
             ],
             "driver": self.driver,

@@ -87,7 +87,9 @@ def read(library: str, sysfs: Path) -> RawNode:
         route_ip=ffi.string(host.route_ip).decode() or None,
     )
     if out.error.code:
-        node.error = _error(ffi.string, out.error, ffi.string(out.detail).decode("utf-8", "replace"))
+        node.error = _error(
+            ffi.string, out.error, ffi.string(out.detail).decode("utf-8", "replace")
+        )
         return node
     node.driver = ffi.string(out.driver).decode() or None
     node.device_count = out.device_count

@@ -8,6 +8,7 @@ loading that library into ``pynvml.nvmlLib`` first.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import re
 import threading
@@ -220,9 +221,7 @@ class _Reader:
             mig.name = _opt(_str, self.query(mt, "nvmlDeviceGetName", nv.nvmlDeviceGetName, handle))
             mem = self.query(mt, "nvmlDeviceGetMemoryInfo", nv.nvmlDeviceGetMemoryInfo, handle)
             mig.memory_total = None if mem is ABSENT else int(mem.total)
-            gi = self.query(
-                mt, "nvmlDeviceGetGpuInstanceId", nv.nvmlDeviceGetGpuInstanceId, handle
-            )
+            gi = self.query(mt, "nvmlDeviceGetGpuInstanceId", nv.nvmlDeviceGetGpuInstanceId, handle)
             mig.gpu_instance_id = None if gi is ABSENT else int(gi)
             ci = self.query(
                 mt, "nvmlDeviceGetComputeInstanceId", nv.nvmlDeviceGetComputeInstanceId, handle
@@ -268,9 +267,7 @@ class _Reader:
         nv = self.nv
         gpu = RawGpu(index=index)
         t = _Target(gpu, f"GPU {index}")
-        dev = self.query(
-            t, "nvmlDeviceGetHandleByIndex_v2", nv.nvmlDeviceGetHandleByIndex, index
-        )
+        dev = self.query(t, "nvmlDeviceGetHandleByIndex_v2", nv.nvmlDeviceGetHandleByIndex, index)
         if dev is ABSENT:
             return gpu, None, []
         gpu.name = _opt(_str, self.query(t, "nvmlDeviceGetName", nv.nvmlDeviceGetName, dev))
@@ -297,16 +294,12 @@ class _Reader:
                 b = handles[j]
                 if b is None:
                     continue
-                try:
+                with contextlib.suppress(nv.NVMLError):
                     node.topology[(i, j)] = int(nv.nvmlDeviceGetTopologyCommonAncestor(a, b))
-                except nv.NVMLError:
-                    pass
-                try:
+                with contextlib.suppress(nv.NVMLError):
                     node.p2p_read[(i, j)] = int(
                         nv.nvmlDeviceGetP2PStatus(a, b, NVML_P2P_CAPS_INDEX_READ)
                     )
-                except nv.NVMLError:
-                    pass
 
 
 def _opt(convert: Callable[[Any], Any], value: Any) -> Any:

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 from . import _backend, _host
-from ._log import get_logger
 from ._assemble import assemble
+from ._log import get_logger
 from ._model import NodeSnapshot
 from ._raw import DEFAULT_LIBRARY, LIBRARY_ENV, RawNode
 

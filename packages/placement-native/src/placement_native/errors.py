@@ -50,9 +50,7 @@ class NativeError(Exception):
         return (_rebuild, (type(self), self.args, dict(self.__dict__)))
 
 
-def _rebuild(
-    cls: type[NativeError], args: tuple[Any, ...], state: dict[str, Any]
-) -> NativeError:
+def _rebuild(cls: type[NativeError], args: tuple[Any, ...], state: dict[str, Any]) -> NativeError:
     error = cls.__new__(cls)
     Exception.__init__(error, *args)
     error.__dict__.update(state)

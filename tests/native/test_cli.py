@@ -1,0 +1,115 @@
+"""python -m placement_native snapshot [--json] / topo, on fake nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import fakelib
+import pytest
+
+from placement_native import _cli
+
+UseNode = Callable[[fakelib.Topology], Path]
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = _cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_snapshot_json_is_the_spec_schema(
+    use_node: UseNode, capsys: pytest.CaptureFixture[str]
+) -> None:
+    use_node(fakelib.dgx_h100())
+    code, out, _ = _run(capsys, "snapshot", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["schema"] == 1
+    assert len(data["accelerators"]) == 8
+    assert data["links"][0] == [0, 1, "NV18"]
+    assert data["nvml_error"] is None
+
+
+def test_snapshot_report_lists_gpus_and_mig_instances(
+    use_node: UseNode, capsys: pytest.CaptureFixture[str]
+) -> None:
+    use_node(fakelib.mig_node())
+    code, out, _ = _run(capsys, "snapshot")
+    assert code == 0
+    lines = out.splitlines()
+    assert " ".join(lines[2].split()) == "GPU MODEL UUID PCI BUS ID MEMORY NUMA CPU AFFINITY CC MIG"
+    assert "NVIDIA A100-SXM4-40GB" in lines[3]
+    assert lines[3].endswith("on")
+    assert "MIG-11111111-aaaa-bbbb-cccc-000000000000" in lines[4]
+    assert "(GI 1, CI 0)" in lines[4]
+
+
+def test_snapshot_report_shows_device_errors(
+    use_node: UseNode, capsys: pytest.CaptureFixture[str]
+) -> None:
+    use_node(fakelib.no_permission())
+    _, out, _ = _run(capsys, "snapshot")
+    assert "error: nvmlDeviceGetHandleByIndex_v2 failed: NVML_ERROR_NO_PERMISSION [4]" in out
+
+
+def test_strict_snapshot_fails_with_exit_1(
+    use_node: UseNode, capsys: pytest.CaptureFixture[str]
+) -> None:
+    use_node(fakelib.init_failure())
+    code, out, err = _run(capsys, "snapshot", "--strict")
+    assert code == 1
+    assert out == ""
+    assert err.startswith("error: nvmlInit failed: NVML_ERROR_DRIVER_NOT_LOADED [9]")
+
+
+def test_without_nvml_the_report_says_why(
+    use_node: UseNode, capsys: pytest.CaptureFixture[str]
+) -> None:
+    use_node(fakelib.init_failure())
+    code, out, _ = _run(capsys, "snapshot")
+    assert code == 0
+    assert "no accelerators: nvmlInit failed: NVML_ERROR_DRIVER_NOT_LOADED [9]" in out
+    code, out, _ = _run(capsys, "topo")
+    assert out.startswith("no accelerators: nvmlInit failed")
+
+
+def test_topo_matrix_like_nvidia_smi(use_node: UseNode, capsys: pytest.CaptureFixture[str]) -> None:
+    use_node(fakelib.pcie_two_switches())
+    code, out, _ = _run(capsys, "topo")
+    rows = [line.split() for line in out.splitlines()[:5]]
+    assert code == 0
+    assert rows[0] == ["GPU0", "GPU1", "GPU2", "GPU3", "CPU", "Affinity", "NUMA", "Affinity"]
+    assert rows[1] == ["GPU0", "X", "PIX", "SYS", "SYS", "0-31", "0"]
+    assert rows[4] == ["GPU3", "SYS", "SYS", "PIX", "X", "32-63", "1"]
+    assert "NV#  = Connection traversing a bonded set of # NVLinks" in out
+
+
+def test_topo_marks_unreadable_pairs(use_node: UseNode, capsys: pytest.CaptureFixture[str]) -> None:
+    use_node(fakelib.no_permission())
+    _, out, _ = _run(capsys, "topo")
+    assert out.splitlines()[2].split()[:5] == ["GPU1", "-", "X", "-", "-"]
+
+
+def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        _cli.main([])
+    assert info.value.code == 2
+    assert "snapshot" in capsys.readouterr().err
+
+
+def test_python_dash_m_runs_the_cli(use_node: UseNode) -> None:
+    use_node(fakelib.dgx_h100())
+    result = subprocess.run(
+        [sys.executable, "-m", "placement_native", "topo"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        check=True,
+    )
+    assert result.stdout.splitlines()[1].split()[:3] == ["GPU0", "X", "NV18"]

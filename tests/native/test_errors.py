@@ -1,0 +1,77 @@
+"""Errors: the hierarchy, NVML codes to typed exceptions in one helper, pickling."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from placement_native import errors
+from placement_native.errors import (
+    BackendMismatchError,
+    NativeError,
+    NoFreePortsError,
+    NVMLError,
+    PortError,
+    nvml_error,
+)
+
+NVML_SUBCLASSES = [
+    (1, errors.NVMLUninitializedError),
+    (3, errors.NVMLNotSupportedError),
+    (4, errors.NVMLNoPermissionError),
+    (9, errors.NVMLDriverNotLoadedError),
+    (12, errors.NVMLLibraryNotFoundError),
+    (13, errors.NVMLFunctionNotFoundError),
+    (15, errors.NVMLGpuLostError),
+]
+
+
+@pytest.mark.parametrize(("code", "cls"), NVML_SUBCLASSES)
+def test_each_common_code_has_its_class(code: int, cls: type[NVMLError]) -> None:
+    error = nvml_error(code, "nvmlDeviceGetUUID", "GPU 3")
+    assert type(error) is cls
+    assert (error.code, error.function, error.detail) == (code, "nvmlDeviceGetUUID", "GPU 3")
+
+
+def test_other_codes_are_plain_nvml_errors() -> None:
+    error = nvml_error(999, "nvmlInit")
+    assert type(error) is NVMLError
+    assert str(error) == "nvmlInit failed: NVML_ERROR_UNKNOWN [999]"
+
+
+def test_message_names_function_code_and_detail() -> None:
+    error = nvml_error(4, "nvmlDeviceGetHandleByIndex_v2", "GPU 1")
+    assert str(error) == (
+        "nvmlDeviceGetHandleByIndex_v2 failed: NVML_ERROR_NO_PERMISSION [4] (GPU 1)"
+    )
+    assert nvml_error(77, "f").code_name == "NVML_ERROR_77"
+
+
+def test_hierarchy_matches_the_builtins() -> None:
+    assert issubclass(NVMLError, NativeError)
+    assert issubclass(NVMLError, RuntimeError)
+    assert issubclass(BackendMismatchError, ImportError)
+    assert issubclass(PortError, ValueError)
+    assert issubclass(NoFreePortsError, OSError)
+    for _, cls in NVML_SUBCLASSES:
+        assert issubclass(cls, NVMLError)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        nvml_error(4, "nvmlDeviceGetUUID", "GPU 2"),
+        nvml_error(15, "nvmlDeviceGetMemoryInfo"),
+        nvml_error(999, "nvmlInit"),
+        BackendMismatchError("built for 0.0.1"),
+        PortError("count must be >= 1, got 0"),
+        NoFreePortsError("no 16 consecutive free ports in 20000-20100"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_every_error_pickles(error: NativeError) -> None:
+    clone = pickle.loads(pickle.dumps(error))
+    assert type(clone) is type(error)
+    assert str(clone) == str(error)
+    assert clone.__dict__ == error.__dict__
