@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
 import socket
@@ -96,7 +97,10 @@ def test_netlink_also_sees_bound_sockets_that_do_not_listen(
     assert not _mine(_socket_table.read_proc(), sockets), "/proc does not list them"
 
 
-def test_proc_lines_decode_ipv4_and_ipv6(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def fake_proc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """/proc/net/tcp{,6} with 127.0.0.1:24000 listening and [::1]:80 -> [::]:0 established."""
+
     def word(text: str) -> str:
         return int.from_bytes(bytes.fromhex(text), sys.byteorder).to_bytes(4, "big").hex()
 
@@ -111,10 +115,26 @@ def test_proc_lines_decode_ipv4_and_ipv6(tmp_path: Path, monkeypatch: pytest.Mon
         "PROC_TCP_FILES",
         ((str(tmp_path / "tcp"), socket.AF_INET), (str(tmp_path / "tcp6"), socket.AF_INET6)),
     )
+    monkeypatch.setattr(_socket_table, "_native_lib", lambda: None)
+
+
+@pytest.mark.usefixtures("fake_proc")
+def test_proc_lines_decode_ipv4_and_ipv6() -> None:
     assert _socket_table.read_proc() == [
         TcpSocket(socket.AF_INET, 10, "127.0.0.1", 24000, 4242),
         TcpSocket(socket.AF_INET6, 1, "::1", 80, 77),
     ]
+
+
+@pytest.mark.usefixtures("fake_proc")
+def test_proc_lines_mark_their_ports_busy() -> None:
+    ports = bytearray(3)
+    read = _socket_table.mark_busy(bytes([127, 0, 0, 1]), socket.AF_INET, 23999, ports)
+    assert read == _socket_table.TableRead("proc", 2)
+    assert list(ports) == [FREE, BUSY, FREE]
+    ports = bytearray(2)
+    _socket_table.mark_busy(ipaddress.ip_address("::1").packed, socket.AF_INET6, 79, ports)
+    assert list(ports) == [FREE, BUSY]
 
 
 def test_a_missing_proc_file_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -205,15 +225,25 @@ def test_mark_busy_keeps_excluded_ports_and_ignores_ports_outside(
     assert ports == bytearray([FREE])
 
 
-@needs_compiled
-def test_a_refused_netlink_query_falls_back_to_proc(
-    monkeypatch: pytest.MonkeyPatch, sockets: list[socket.socket]
-) -> None:
-    class RefusingLib:
-        def pn_tcp_busy_map(self, *args: object) -> int:
-            return 1  # EPERM, as a sandbox without NETLINK_SOCK_DIAG answers
+class _FailingLib:
+    """A compiled library whose netlink query answers ``code``."""
 
-    monkeypatch.setattr(_socket_table, "_native_lib", RefusingLib)
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def pn_tcp_busy_map(self, *args: object) -> int:
+        return self.code
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    ("code", "gives_up"),
+    [(errno.EPERM, True), (errno.EPROTONOSUPPORT, True), (errno.ENOBUFS, False)],
+)
+def test_a_failed_netlink_query_falls_back_to_proc(
+    monkeypatch: pytest.MonkeyPatch, sockets: list[socket.socket], code: int, gives_up: bool
+) -> None:
+    monkeypatch.setattr(_socket_table, "_native_lib", lambda: _FailingLib(code))
     monkeypatch.setattr(_socket_table, "_netlink_refused", False)
     listener = _open(sockets, "127.0.0.1")
     ports = bytearray(1)
@@ -222,7 +252,7 @@ def test_a_refused_netlink_query_falls_back_to_proc(
     )
     assert read.source == "proc"
     assert ports == bytearray([BUSY])
-    assert _socket_table._netlink_refused
+    assert _socket_table._netlink_refused is gives_up
 
 
 # Kernel port settings -----------------------------------------------------------------
