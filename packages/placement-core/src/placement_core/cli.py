@@ -156,37 +156,33 @@ def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _located(error: ConfigError, config: str | None) -> list[str]:
-    """Each problem as ``FILE:LINE: path: message`` where the line is known."""
-    lines: dict[str, int] = {}
-    if config and Path(config).is_file():
-        try:
-            lines = yaml_lines(Path(config).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError):
-            lines = {}
-    located = []
-    for problem in error.problems:
-        line = line_of(problem.path, lines)
-        located.append(f"{config}:{line}: {problem}" if line else str(problem))
-    return located
+def _lines(config: str | None) -> dict[str, int]:
+    if not config or not Path(config).is_file():
+        return {}
+    try:
+        return yaml_lines(Path(config).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return {}
+
+
+def _located(text: str, path: str | None, config: str | None, lines: dict[str, int]) -> str:
+    """``FILE:LINE: text`` when the YAML path's line is known, else ``FILE: text``."""
+    line = line_of(path, lines) if path else None
+    if config and line:
+        return f"{config}:{line}: {text}"
+    if config and not text.startswith(config):
+        return f"{config}: {text}"
+    return text
 
 
 def _report(error: PlacementError, config: str | None, err: TextIO) -> None:
-    if isinstance(error, ConfigError) and error.problems:
-        located = _located(error, config)
-        if len(located) == 1:
-            text = located[0]
-            if config and not text.startswith(config):
-                text = f"{config}: {text}"
-            err.write(f"{PROG}: error: {text}\n")
-            return
-        err.write(f"{PROG}: {config}: {len(located)} problems:\n")
-        err.writelines(f"  - {line}\n" for line in located)
+    lines = _lines(config)
+    if isinstance(error, ConfigError) and len(error.problems) > 1:
+        err.write(f"{PROG}: {config}: {len(error.problems)} problems:\n")
+        for problem in error.problems:
+            err.write(f"  - {_located(str(problem), problem.path, config, lines)}\n")
         return
-    text = str(error)
-    if config and not text.startswith(config):
-        text = f"{config}: {text}"
-    err.write(f"{PROG}: error: {text}\n")
+    err.write(f"{PROG}: error: {_located(str(error), error.path, config, lines)}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
