@@ -250,3 +250,27 @@ def test_a_plan_and_its_occupancy_pickle(heterogeneous: Plan) -> None:
     assert list(copy.components) == list(heterogeneous.components)
     assert copy.env("actor", 3) == heterogeneous.env("actor", 3)
     assert pickle.loads(pickle.dumps(heterogeneous.occupancy())) == heterogeneous.occupancy()
+
+
+def test_sharing_a_robot_is_a_warning() -> None:
+    raw = cluster(
+        1,
+        {
+            "env": {"node_group": "franka", "placement": "0"},
+            "monitor": {"node_group": "franka", "placement": "0"},
+        },
+        node_groups=[
+            {
+                "label": "franka",
+                "node_ranks": "0",
+                "hardware": {
+                    "type": "Franka",
+                    "configs": [{"robot_ip": "10.10.10.1", "node_rank": 0}],
+                },
+            }
+        ],
+    )
+    result = plan(raw, Inventory.uniform(1, 0))
+    (warning,) = result.warnings
+    assert "share 1 hardware device(s) (first: Franka 0 on node 0)" in warning
+    assert result.occupancy()[0].hardware[("Franka", 0)] == (("env", 0), ("monitor", 0))

@@ -231,14 +231,14 @@ def plan(
     _check_reserved_env(config)
     spaces: dict[tuple[str, ...], ResourceSpace] = {}
     components: dict[str, tuple[Placement, ...]] = {}
-    occupied: list[tuple[ComponentRule, set[int], set[tuple[int, str, int]]]] = []
+    resolved: list[tuple[ComponentRule, ResourceSpace, list[Entry]]] = []
     with gc_paused():
         for key, rule in config.component_placement.items():
             placements, entries = _place_rule(key, rule, config, inventory, spaces)
             for name in rule.names:
                 components[name] = placements
-            occupied.append((rule, *_occupied(entries)))
-        warnings = _sharing_warnings(occupied, colocate)
+            resolved.append((rule, spaces[rule.node_groups], entries))
+        warnings = _sharing_warnings(resolved, colocate)
     return Plan(config, inventory, MappingProxyType(components), tuple(warnings))
 
 
@@ -278,17 +278,31 @@ def _occupied(entries: Sequence[Entry]) -> tuple[set[int], set[tuple[int, str, i
 
 
 def _sharing_warnings(
-    occupied: Sequence[tuple[ComponentRule, set[int], set[tuple[int, str, int]]]],
+    resolved: Sequence[tuple[ComponentRule, ResourceSpace, list[Entry]]],
     colocate: Iterable[Iterable[str]],
 ) -> list[str]:
     declared = [frozenset(group) for group in colocate]
+    # Occupied devices are collected only for pairs that need a check: components on node
+    # spaces occupy no device, and strided or declared pairs may share.
+    cache: dict[int, tuple[set[int], set[tuple[int, str, int]]]] = {}
+
+    def occupied(index: int) -> tuple[set[int], set[tuple[int, str, int]]]:
+        if index not in cache:
+            cache[index] = _occupied(resolved[index][2])
+        return cache[index]
+
     warnings: list[str] = []
-    for i, (rule_a, acc_a, hw_a) in enumerate(occupied):
-        for rule_b, acc_b, hw_b in occupied[i + 1 :]:
+    for i, (rule_a, space_a, _) in enumerate(resolved):
+        for j in range(i + 1, len(resolved)):
+            rule_b, space_b, _ = resolved[j]
+            if space_a.is_node_space or space_b.is_node_space:
+                continue
             if rule_a.stride > 1 or rule_b.stride > 1:
                 continue
             if any(group & set(rule_a.names) and group & set(rule_b.names) for group in declared):
                 continue
+            acc_a, hw_a = occupied(i)
+            acc_b, hw_b = occupied(j)
             shared_acc = acc_a & acc_b
             shared_hw = hw_a & hw_b
             if shared_acc:
