@@ -143,6 +143,18 @@ def test_single_problem_names_file_and_line(
     assert err.startswith(f"placement: error: {path}:5: cluster.node_groups[0].label: ")
 
 
+def test_validate_prints_warnings_to_stderr(
+    run: Run, write_file: Callable[[str, str], Path]
+) -> None:
+    path = write_file("c.yaml", "cluster:\n  num_nodes: 1\n  component_placement: {a: 0, b: 0}\n")
+    status, out, err = run("validate", str(path), "-a", "1")
+    assert status == 0
+    assert out == (
+        f"{path}: valid (1 node, 0 node groups, 2 components; 2 processes planned, 1 warning)\n"
+    )
+    assert err.startswith("placement: warning: ")
+
+
 def test_missing_file(run: Run, tmp_path: Path) -> None:
     status, _, err = run("plan", str(tmp_path / "nope.yaml"))
     assert status == 1

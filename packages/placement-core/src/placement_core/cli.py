@@ -29,6 +29,7 @@ from .config import ClusterConfig, config_json_schema, load_config
 from .errors import ConfigError, PlacementError
 from .plan import Plan, plan
 from .render import render_json, render_map, render_table
+from .render._text import plural
 from .sources import inventory_for
 
 __all__ = ["build_parser", "main"]
@@ -135,11 +136,12 @@ def _run_plan(args: argparse.Namespace, out: TextIO) -> int:
 
 def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
     config = load_config(args.config)
-    groups = len(config.node_groups)
-    components = len(config.components())
-    described = (
-        f"{config.num_nodes} nodes, {groups} node group{'s' * (groups != 1)}, "
-        f"{components} component{'s' * (components != 1)}"
+    described = ", ".join(
+        (
+            plural(config.num_nodes, "node"),
+            plural(len(config.node_groups), "node group"),
+            plural(len(config.components()), "component"),
+        )
     )
     if not _inventory_known(config, args):
         out.write(
@@ -148,11 +150,11 @@ def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
         )
         return EXIT_OK
     result = _make_plan(config, args)
-    processes = sum(len(p) for p in result.components.values())
-    warned = f", {len(result.warnings)} warning(s)" if result.warnings else ""
-    out.write(f"{args.config}: valid ({described}; {processes} processes planned{warned})\n")
+    processes = plural(sum(len(p) for p in result.components.values()), "process")
+    warned = f", {plural(len(result.warnings), 'warning')}" if result.warnings else ""
+    out.write(f"{args.config}: valid ({described}; {processes} planned{warned})\n")
     for warning in result.warnings:
-        out.write(f"warning: {warning}\n")
+        sys.stderr.write(f"{PROG}: warning: {warning}\n")
     return EXIT_OK
 
 

@@ -39,10 +39,21 @@ def summary(plan: Plan) -> str:
     nodes = plan.inventory.nodes
     accelerators = sum(len(node.accelerators) for node in nodes)
     processes = sum(len(placements) for placements in plan.components.values())
-    return (
-        f"{len(nodes)} nodes, {accelerators} accelerators, {len(plan.components)} components, "
-        f"{processes} processes"
+    return ", ".join(
+        (
+            plural(len(nodes), "node"),
+            plural(accelerators, "accelerator"),
+            plural(len(plan.components), "component"),
+            plural(processes, "process"),
+        )
     )
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 node``, ``2 nodes``, ``3 processes``."""
+    if count == 1:
+        return f"1 {noun}"
+    return f"{count} {noun}{'es' if noun.endswith('s') else 's'}"
 
 
 def warnings_block(plan: Plan) -> list[str]:
