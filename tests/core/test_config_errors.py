@@ -93,6 +93,13 @@ def test_placement_must_be_a_rule(placement: object) -> None:
     assert problem.path == "cluster.component_placement.a.placement"
 
 
+@pytest.mark.parametrize("rule", [[0, 1], None, True, 1.5])
+def test_component_rule_must_be_a_rule_or_a_mapping(rule: object) -> None:
+    problem = only(cluster(component_placement={"a": rule}))
+    assert problem.path == "cluster.component_placement.a"
+    assert "expected a rule such as '0-7', or a mapping with placement" in problem.message
+
+
 def test_placement_syntax_error_shows_path_and_caret() -> None:
     problem = only(cluster(component_placement={"actor": "0-3:x"}))
     assert problem.path == "cluster.component_placement.actor.placement"

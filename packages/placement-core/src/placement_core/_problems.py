@@ -130,6 +130,11 @@ def _message(error: Any, model: type[BaseModel], loc: Sequence[str | int]) -> st
     if kind in {"tuple_type", "list_type", "iterable_type"}:
         return "expected a list"
     if kind in {"dict_type", "model_type", "model_attributes_type", "mapping_type"}:
+        if len(loc) == 2 and loc[0] == "component_placement":
+            return (
+                "expected a rule such as '0-7', or a mapping with placement "
+                "(and optionally node_group, stride)"
+            )
         return "expected a mapping"
     if kind in {"value_error", "assertion_error"} and "error" in ctx:
         return str(ctx["error"])
