@@ -19,7 +19,11 @@ from typing import Any
 import pytest
 import ray
 from ray.cluster_utils import Cluster as SimulatedCluster
-from ray.util.placement_group import placement_group_table, remove_placement_group
+from ray.util.placement_group import (
+    PlacementGroup,
+    placement_group_table,
+    remove_placement_group,
+)
 
 NUM_NODES = 3
 GPUS_PER_NODE = 4
@@ -94,9 +98,7 @@ def wait_until_idle(timeout_s: float = 30.0) -> None:
     """Remove every placement group and wait until available == total on every node."""
     for info in placement_group_table().values():
         if info["state"] != "REMOVED":
-            pg = ray.util.placement_group.PlacementGroup(
-                ray.PlacementGroupID.from_hex(info["placement_group_id"])
-            )
+            pg = PlacementGroup(ray.PlacementGroupID.from_hex(info["placement_group_id"]))
             remove_placement_group(pg)
     from ray._private import state
 

@@ -58,7 +58,7 @@ def test_bundles_pinned_beyond_their_node() -> None:
 def test_a_single_bundle_too_big_for_its_pinned_node() -> None:
     nodes = [{"GPU": 8.0}, {"GPU": 2.0}]
     with pytest.raises(
-        InfeasiblePlacementGroupError, match="bundle 0 {GPU: 4} is pinned to node 1"
+        InfeasiblePlacementGroupError, match=r"bundle 0 \{GPU: 4\} is pinned to node 1"
     ):
         check_feasible([{"GPU": 4.0}], nodes, pins=[1])
 

@@ -195,17 +195,19 @@ def wait_placement_group(pg: PlacementGroup, cluster: Cluster, *, timeout_s: flo
         pass
     table = placement_group_table(pg)
     remove_placement_group(pg)
-    specs = {int(k): dict(v) for k, v in (table.get("bundles") or {}).items()}
-    placed = {int(k) for k in (table.get("bundles_to_node_id") or {})}
-    unplaced = [(i, specs[i]) for i in sorted(specs) if i not in placed]
+    specs = dict(enumerate(dict(b) for b in pg.bundle_specs))
     available = available_per_node()
     alive = {n["NodeID"]: n for n in alive_nodes()}
+    # Pending bundles are listed too, with a nil node id.
+    placed = {int(k) for k, v in (table.get("bundles_to_node_id") or {}).items() if v in alive}
+    unplaced = [(i, specs[i]) for i in sorted(specs) if i not in placed]
     nodes: dict[str, dict[str, Any]] = {}
     lines = []
     for node in cluster.nodes:
         info = alive.get(node.node_id)
         total = shown_resources(dict(info.get("Resources") or {})) if info else {}
-        free = shown_resources(available.get(node.node_id, {})) if info else {}
+        free_now = available.get(node.node_id, {})
+        free = {k: free_now.get(k, 0.0) for k in total}
         labels = {
             k: v for k, v in dict((info or {}).get("Labels") or {}).items() if k != NODE_ID_LABEL
         }
