@@ -243,6 +243,13 @@ def test_configs_are_frozen(heterogeneous_yaml: str) -> None:
         config.num_nodes = 3  # type: ignore[misc]
 
 
+def test_lookups_do_not_change_equality(heterogeneous_yaml: str) -> None:
+    used, fresh = load_config(heterogeneous_yaml), load_config(heterogeneous_yaml)
+    used.components()
+    used.node_environment("a800", 0)
+    assert used == fresh
+
+
 def test_config_pickles(heterogeneous_yaml: str) -> None:
     config = load_config(heterogeneous_yaml)
     assert pickle.loads(pickle.dumps(config)) == config

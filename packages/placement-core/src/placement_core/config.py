@@ -483,6 +483,14 @@ class ClusterConfig(_Model):
             raise Issues(issues)
         return self
 
+    def __eq__(self, other: object) -> bool:
+        # Fields only: the private lookup caches must not make equal configs differ.
+        if not isinstance(other, ClusterConfig):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # component_placement is a dict
+
     def components(self) -> dict[str, ComponentRule]:
         """One entry per component name, in config order (``actor,inference`` gives two)."""
         if self._components is None:
