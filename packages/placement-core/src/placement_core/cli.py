@@ -58,7 +58,8 @@ def _add_inventory_options(parser: argparse.ArgumentParser) -> None:
         action="extend",
         default=[],
         help="node snapshots written by placement-native, one per node; mapped to nodes by "
-        "their node_rank field, else in the order given",
+        "their node_rank field, else in the order given (shell globs sort node10.json "
+        "before node2.json)",
     )
     parser.add_argument(
         "--accelerators-per-node",

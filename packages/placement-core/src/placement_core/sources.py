@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -47,6 +48,8 @@ __all__ = [
     "inventory_from_snapshots",
     "node_from_snapshot",
 ]
+
+logger = logging.getLogger(__name__)
 
 SNAPSHOT_SCHEMA = 1
 """The node-snapshot schema version this placement-core reads."""
@@ -157,6 +160,8 @@ def node_from_snapshot(source: SnapshotSource, *, rank: int | None = None) -> No
 
 
 def _node(snapshot: _Snapshot, rank: int, name: str) -> Node:
+    if snapshot.nvml_error:
+        logger.debug("node %d (%s) has no NVML data: %s", rank, name, snapshot.nvml_error)
     seen: set[int] = set()
     accelerators = []
     types = {a.type for a in snapshot.accelerators}
