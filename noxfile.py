@@ -18,11 +18,13 @@ nox.options.sessions = ["lint", "typecheck", "tests", "core_alone", "examples"]
 PYTHON = "3.11"
 ROOT = Path(__file__).parent
 CORE = "packages/placement-core"
+NATIVE = "packages/placement-native"
 TEST_DEPS = ["pytest>=8", "hypothesis>=6.100"]
 
 # What each package's test session installs (itself plus the packages it builds on).
 PACKAGE_INSTALLS = {
     "core": [CORE],
+    "native": [NATIVE],
 }
 SOURCES = ["noxfile.py", "packages", "tests", "benchmarks", "examples"]
 
@@ -42,6 +44,7 @@ def typecheck(session: nox.Session) -> None:
     for path in PACKAGE_INSTALLS["core"]:
         session.install("-e", path)
     session.run("mypy", "packages/placement-core/src")
+    session.run("mypy", "packages/placement-native/src")
 
 
 @nox.session(python=PYTHON)
@@ -49,9 +52,34 @@ def typecheck(session: nox.Session) -> None:
 def tests(session: nox.Session, package: str) -> None:
     """Run one package's test folder (tests/<package>/) against its installed package."""
     session.install(*TEST_DEPS)
+    if package == "native":
+        session.env["PLACEMENT_NATIVE_REQUIRE_EXTENSION"] = "1"  # a failed compile fails
     for path in PACKAGE_INSTALLS[package]:
         session.install(path)
+    if NATIVE in PACKAGE_INSTALLS[package]:
+        _require_native_extension(session)
     session.run("pytest", f"tests/{package}", *session.posargs)
+
+
+def _require_native_extension(session: nox.Session) -> None:
+    """Fail loudly unless placement_native runs on its compiled extension (CI must build it)."""
+    session.run(
+        "python",
+        "-c",
+        "import os, sys, placement_native as p; "
+        "forced = os.environ.get('PLACEMENT_NATIVE_PUREPYTHON', '') not in ('', '0'); "
+        "sys.exit(0 if p.BACKEND == 'cffi' or forced else "
+        "f'placement_native.BACKEND is {p.BACKEND!r}: the C extension was not built')",
+    )
+
+
+@nox.session(python=PYTHON)
+def tests_purepython(session: nox.Session) -> None:
+    """Run tests/native with the pure-Python (nvidia-ml-py) backend forced."""
+    session.install(*TEST_DEPS, NATIVE)
+    session.run(
+        "pytest", "tests/native", *session.posargs, env={"PLACEMENT_NATIVE_PUREPYTHON": "1"}
+    )
 
 
 @nox.session(python=PYTHON)
@@ -87,3 +115,24 @@ def bench(session: nox.Session) -> None:
     """Run the benchmarks and print tables of timings and ratios."""
     session.install(CORE)
     session.run("python", "benchmarks/bench_core_plan.py", *session.posargs)
+    session.install(NATIVE, env={"PLACEMENT_NATIVE_REQUIRE_EXTENSION": "1"})
+    session.run("python", "benchmarks/bench_native_snapshot.py")
+
+
+@nox.session(python=PYTHON)
+def gpu(session: nox.Session) -> None:
+    """NVIDIA GPU machines: real-driver snapshot with both backends, beside nvidia-smi."""
+    session.install(NATIVE, env={"PLACEMENT_NATIVE_REQUIRE_EXTENSION": "1"})
+    _require_native_extension(session)
+    session.run("nvidia-smi", "topo", "-m", external=True)
+    session.run("python", "-m", "placement_native", "topo")
+    session.run("python", "-m", "placement_native", "snapshot", "--strict")
+    session.run(
+        "python",
+        "-m",
+        "placement_native",
+        "snapshot",
+        "--json",
+        "--strict",
+        env={"PLACEMENT_NATIVE_PUREPYTHON": "1"},
+    )

@@ -57,7 +57,7 @@ def use_node(
 def nvml_backend(request: pytest.FixtureRequest) -> str:
     """Each snapshot test runs against the compiled backend and the nvidia-ml-py one."""
     if request.param == "cffi" and _backend.native_module is None:
-        pytest.skip("the compiled extension is not built")
+        pytest.skip("the compiled backend is not active")
     return str(request.param)
 
 

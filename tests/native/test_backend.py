@@ -42,7 +42,7 @@ def test_a_missing_extension_falls_back_quietly() -> None:
     assert _python(code) == "purepython"
 
 
-@pytest.mark.skipif(_backend.native_module is None, reason="the compiled extension is not built")
+@pytest.mark.skipif(_backend.native_module is None, reason="the compiled backend is not active")
 def test_compiled_module_carries_the_package_version() -> None:
     module = _backend.native_module
     assert module is not None

@@ -21,7 +21,7 @@ SCENARIOS = {
 }
 
 pytestmark = pytest.mark.skipif(
-    _backend.native_module is None, reason="the compiled extension is not built"
+    _backend.native_module is None, reason="the compiled backend is not active"
 )
 
 

@@ -41,6 +41,10 @@ ffibuilder.set_source(
     "placement_native._native",
     "\n".join(f'#include "{h.name}"' for h in sorted(HERE.glob("*.h"))) + "\n" + _VERSION_SOURCE,
     sources=[str(c) for c in sorted(HERE.glob("*.c"))],
+    # Rebuild when a header, a cdef or the version changes, not only a .c file.
+    depends=[
+        str(p) for p in sorted([*HERE.glob("*.h"), *HERE.glob("*.cdef"), PACKAGE / "_version.py"])
+    ],
     include_dirs=[str(HERE)],
     define_macros=[("PLACEMENT_NATIVE_VERSION", f'"{VERSION}"'), ("_GNU_SOURCE", "1")],
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
