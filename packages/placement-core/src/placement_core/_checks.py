@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._problems import did_you_mean
 from .errors import PlacementError, PlacementSyntaxError
@@ -167,29 +167,26 @@ def _reserved_names() -> frozenset[str]:
 
 
 def _check_hardware(config: ClusterConfig) -> Iterable[tuple[str, str, object]]:
+    # Identical configs inside one group are caught by HardwareSpec; across groups they
+    # share a (node, type) and are caught here.
     owner: dict[tuple[int, str], int] = {}
-    configs: dict[str, list[tuple[dict[str, Any], str]]] = {}
     for g, group in enumerate(config.node_groups):
         if group.hardware is None:
             continue
         kind = group.hardware.type
-        nodes = {hw.node_rank for hw in group.hardware.configs}
-        for rank in sorted(nodes):
-            if (rank, kind) in owner and owner[(rank, kind)] != g:
-                yield (
-                    f".node_groups[{g}].hardware",
-                    f"{kind} devices of node {rank} are already declared by "
-                    f"node_groups[{owner[(rank, kind)]}]: one group per (node, hardware type)",
-                    kind,
-                )
-            owner.setdefault((rank, kind), g)
-        for c, hw in enumerate(group.hardware.configs):
-            dump = hw.model_dump()
-            where = f".node_groups[{g}].hardware.configs[{c}]"
-            for other, other_where in configs.get(kind, []):
-                if other == dump and not other_where.startswith(f".node_groups[{g}]."):
-                    yield where, f"identical to cluster{other_where}: each device once", None
-            configs.setdefault(kind, []).append((dump, where))
+        nodes = sorted({hw.node_rank for hw in group.hardware.configs})
+        clashes: dict[int, list[int]] = {}
+        for rank in nodes:
+            first = owner.setdefault((rank, kind), g)
+            if first != g:
+                clashes.setdefault(first, []).append(rank)
+        for first, ranks in clashes.items():
+            yield (
+                f".node_groups[{g}].hardware",
+                f"{kind} devices of nodes {format_rank_list(ranks)} are already declared by "
+                f"node_groups[{first}]: one group per (node, hardware type)",
+                kind,
+            )
 
 
 def _check_inventory(config: ClusterConfig) -> Iterable[tuple[str, str, object]]:
