@@ -328,7 +328,8 @@ def test_same_node_and_type_in_two_groups() -> None:
 
 def test_identical_configs_in_two_groups_are_reported_once() -> None:
     same = {"type": "Franka", "configs": [franka(0), franka(1)]}
-    source = cluster(node_groups=[group("a", "0-1", hardware=same), group("b", "0-1", hardware=same)])
+    groups = [group("a", "0-1", hardware=same), group("b", "0-1", hardware=same)]
+    source = cluster(node_groups=groups)
     problem = only(source)
     assert problem.path == "cluster.node_groups[1].hardware"
     assert "nodes 0-1" in problem.message
