@@ -117,6 +117,7 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_core_plan.py", *session.posargs)
     session.install(NATIVE, env={"PLACEMENT_NATIVE_REQUIRE_EXTENSION": "1"})
     session.run("python", "benchmarks/bench_native_snapshot.py")
+    session.run("python", "benchmarks/bench_native_ports.py")
 
 
 @nox.session(python=PYTHON)
