@@ -167,7 +167,12 @@ def check_health(
     report = HealthReport(dead_nodes=dead, affected=affected, removed_groups=tuple(removed))
     if raise_on_loss and not report.ok:
         raise NodeLostError(
-            f"{len(dead)} of the job's {cluster.num_nodes} nodes are lost:\n" + report.describe(),
+            (
+                f"{len(dead)} of the job's {cluster.num_nodes} nodes are lost:\n"
+                if dead
+                else "placement groups could not be kept after a node failure:\n"
+            )
+            + report.describe(),
             dead_nodes=dead,
             affected=[
                 {

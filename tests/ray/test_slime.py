@@ -1,0 +1,83 @@
+"""slime's layouts (SPEC 10) on the simulated cluster: every mode's slices."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from ray.util.placement_group import placement_group_table
+
+from placement_ray.cluster import Cluster
+from placement_ray.errors import InfeasiblePlacementGroupError
+from placement_ray.slime import RoleBundles, create_placement_groups
+
+from .conftest import GPUS_PER_NODE
+
+
+def assert_ordered_whole_nodes(role: RoleBundles) -> None:
+    """Ranks run node by node, GPU by GPU: never interleaved across nodes."""
+    pairs = list(zip(role.node_ranks, role.gpu_ids, strict=True))
+    assert pairs == sorted(pairs)
+    assert len(set(pairs)) == len(pairs)
+    assert all(0 <= gpu < GPUS_PER_NODE for gpu in role.gpu_ids)
+
+
+def test_disaggregated_actor_takes_the_first_bundles_rollout_the_rest(ray_env: Cluster) -> None:
+    layout = create_placement_groups(2, 4, 4, cluster=ray_env)
+    actor, rollout = layout["actor"], layout["rollout"]
+    assert layout.mode == "disaggregated"
+    assert (len(actor), len(rollout)) == (8, 4)
+    assert actor.node_ranks == (0, 0, 0, 0, 1, 1, 1, 1)
+    assert actor.gpu_ids == (0, 1, 2, 3, 0, 1, 2, 3)
+    assert rollout.node_ranks == (2, 2, 2, 2)
+    assert rollout.gpu_ids == (0, 1, 2, 3)
+    assert actor.pg == rollout.pg == layout.group.pg
+    assert set(actor.bundle_indices).isdisjoint(rollout.bundle_indices)
+    assert actor.bundle_indices + rollout.bundle_indices == layout.group.bundle_indices
+
+
+def test_bundles_are_one_gpu_and_one_cpu(ray_env: Cluster) -> None:
+    layout = create_placement_groups(1, 2, 1, cluster=ray_env)
+    bundles = placement_group_table(layout.group.pg)["bundles"]
+    assert list(bundles.values()) == [{"GPU": 1.0, "CPU": 1.0}] * 3
+
+
+def test_colocate_gives_both_roles_the_same_bundles(ray_env: Cluster) -> None:
+    layout = create_placement_groups(2, 4, 8, colocate=True, cluster=ray_env)
+    assert layout.mode == "colocate"
+    assert len(layout.group.slots) == 8
+    assert layout["actor"].bundle_indices == layout["rollout"].bundle_indices
+    assert_ordered_whole_nodes(layout["actor"])
+
+
+def test_colocate_with_more_rollout_gpus_reserves_the_larger_count(ray_env: Cluster) -> None:
+    layout = create_placement_groups(1, 4, 8, colocate=True, cluster=ray_env)
+    actor, rollout = layout["actor"], layout["rollout"]
+    assert (len(layout.group.slots), len(actor), len(rollout)) == (8, 4, 8)
+    assert rollout.bundle_indices[:4] == actor.bundle_indices
+    assert_ordered_whole_nodes(rollout)
+
+
+def test_debug_train_only_has_no_rollout(ray_env: Cluster) -> None:
+    layout = create_placement_groups(1, 4, 4, debug_train_only=True, cluster=ray_env)
+    assert (len(layout.group.slots), len(layout["actor"]), len(layout["rollout"])) == (4, 4, 0)
+    assert_ordered_whole_nodes(layout["actor"])
+
+
+def test_debug_rollout_only_has_no_actor(ray_env: Cluster) -> None:
+    layout = create_placement_groups(1, 4, 6, debug_rollout_only=True, cluster=ray_env)
+    assert (len(layout.group.slots), len(layout["actor"]), len(layout["rollout"])) == (6, 0, 6)
+    assert_ordered_whole_nodes(layout["rollout"])
+
+
+def test_a_layout_too_big_for_the_cluster_fails_at_once(ray_env: Cluster) -> None:
+    started = time.monotonic()
+    with pytest.raises(InfeasiblePlacementGroupError, match="asks for GPU 16 in total"):
+        create_placement_groups(2, 4, 8, cluster=ray_env)
+    assert time.monotonic() - started < 2
+
+
+def test_unknown_role_is_a_key_error(ray_env: Cluster) -> None:
+    layout = create_placement_groups(1, 1, 1, cluster=ray_env)
+    with pytest.raises(KeyError, match="unknown role 'critic'"):
+        layout["critic"]
