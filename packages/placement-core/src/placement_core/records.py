@@ -10,10 +10,11 @@ allocates (each full collection would walk every record built so far).
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from itertools import repeat
+from itertools import groupby, repeat
+from operator import itemgetter
 
 from .inventory import Inventory
 from .rules import Entry
@@ -137,6 +138,24 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _segments(
+    batch: list[Entry],
+) -> Iterator[tuple[int, tuple[int, ...] | list[tuple[int, ...]]]]:
+    """Split a run's entries into ``(count, ids)`` (``count`` processes on one id tuple)
+    and ``(n, [ids, ...])`` (n processes, one id tuple each) pieces, in order."""
+    singles: list[tuple[int, ...]] = []
+    for count, _, ids in batch:
+        if count == 1:
+            singles.append(ids)
+            continue
+        if singles:
+            yield len(singles), singles
+            singles = []
+        yield count, ids
+    if singles:
+        yield len(singles), singles
+
+
 def build_placements(
     entries: Sequence[Entry], inventory: Inventory, *, isolate_accelerator: bool = True
 ) -> tuple[Placement, ...]:
@@ -152,15 +171,16 @@ def build_placements(
         One placement per process, by rank; equal tuples are shared between records.
     """
     nodes = inventory.nodes
+    # Consecutive entries on one run (one node and group) are built together.
+    batches = [(run, list(batch)) for run, batch in groupby(entries, key=itemgetter(1))]
     counts: dict[int, int] = {}
-    for count, run, _ in entries:
-        counts[run.node_rank] = counts.get(run.node_rank, 0) + count
+    for run, batch in batches:
+        counts[run.node_rank] = counts.get(run.node_rank, 0) + sum(e[0] for e in batch)
     placement_rank = {node_rank: i for i, node_rank in enumerate(counts)}
     next_local = dict.fromkeys(counts, 0)
     node_view: dict[int, tuple[str, tuple[int, ...], str | None, int]] = {}
     visible_ids: dict[int, tuple[int, ...]] = {}
     out: list[Placement] = []
-    append = out.append
     extend = out.extend
     make: Callable[..., Placement] = _Twin  # type: ignore[assignment]
     accelerator_kind = SpaceKind.ACCELERATOR
@@ -168,7 +188,7 @@ def build_placements(
     empty: tuple[int, ...] = ()
     rank = 0
     with gc_paused():
-        for count, run, ids in entries:
+        for run, batch in batches:
             node_rank = run.node_rank
             view = node_view.get(node_rank)
             if view is None:
@@ -179,54 +199,39 @@ def build_placements(
                 if all_ids is None:
                     all_ids = node.accelerator_ids
                     visible_ids[id(node.accelerators)] = all_ids
-                view = (
-                    node.node_id,
-                    all_ids,
-                    node.accelerator_type,
-                    all_ids[0] if all_ids else -1,
-                )
+                view = (node.node_id, all_ids, node.accelerator_type, all_ids[0] if all_ids else -1)
                 node_view[node_rank] = view
             node_id, all_ids, accelerator_type, first_accelerator = view
             kind = run.kind
-            if kind is accelerator_kind:
-                isolate = isolate_accelerator
-                hardware_ranks = ids
-                visible = ids if isolate else all_ids
-                local_accelerator = ids[0]
-                hardware_type = None
-            else:
-                isolate = False
-                hardware_ranks = ids if kind is hardware_kind else empty
-                visible = all_ids
-                local_accelerator = first_accelerator
-                hardware_type = run.resource_type if kind is hardware_kind else None
-            local = next_local[node_rank]
-            next_local[node_rank] = local + count
+            isolate = isolate_accelerator and kind is accelerator_kind
+            hardware_type = run.resource_type if kind is hardware_kind else None
+            shown_type = accelerator_type if isolate or all_ids else None
             placement_node = placement_rank[node_rank]
             world = counts[node_rank]
-            shown_type = accelerator_type if visible else None
             group = run.group
-            if count == 1:
-                append(
-                    make(
-                        rank,
-                        node_rank,
-                        node_id,
-                        placement_node,
-                        local,
-                        world,
-                        hardware_ranks,
-                        visible,
-                        local_accelerator,
-                        shown_type,
-                        group,
-                        isolate,
-                        hardware_type,
-                    )
-                )
-            else:
-                # map() over repeat() builds a run of records at C speed: no bytecode
-                # loop, no per-record argument shuffling.
+            # map() over repeat() builds records at C speed: no bytecode loop, no
+            # per-record argument shuffling.
+            for count, ids in _segments(batch):
+                local = next_local[node_rank]
+                next_local[node_rank] = local + count
+                if isinstance(ids, list):  # one process per id tuple
+                    hardware_ranks: Iterable[tuple[int, ...]] = ids
+                    if kind is accelerator_kind:
+                        visible: Iterable[tuple[int, ...]] = ids if isolate else repeat(all_ids)
+                        local_accelerator: Iterable[int] = [i[0] for i in ids]
+                    else:
+                        hardware_ranks = ids if kind is hardware_kind else repeat(empty)
+                        visible = repeat(all_ids)
+                        local_accelerator = repeat(first_accelerator)
+                else:  # ``count`` processes on one id tuple
+                    if kind is accelerator_kind:
+                        hardware_ranks = repeat(ids)
+                        visible = repeat(ids if isolate else all_ids)
+                        local_accelerator = repeat(ids[0])
+                    else:
+                        hardware_ranks = repeat(ids if kind is hardware_kind else empty)
+                        visible = repeat(all_ids)
+                        local_accelerator = repeat(first_accelerator)
                 extend(
                     map(
                         make,
@@ -236,14 +241,14 @@ def build_placements(
                         repeat(placement_node, count),
                         range(local, local + count),
                         repeat(world, count),
-                        repeat(hardware_ranks, count),
-                        repeat(visible, count),
-                        repeat(local_accelerator, count),
+                        hardware_ranks,
+                        visible,
+                        local_accelerator,
                         repeat(shown_type, count),
                         repeat(group, count),
                         repeat(isolate, count),
                         repeat(hardware_type, count),
                     )
                 )
-            rank += count
+                rank += count
     return tuple(out)
