@@ -50,6 +50,13 @@ class SpaceKind(StrEnum):
     NODE = "node"
 
 
+_NOUNS = {
+    SpaceKind.ACCELERATOR: "accelerators",
+    SpaceKind.HARDWARE: "hardware devices",
+    SpaceKind.NODE: "nodes",
+}
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class SpaceRun:
     """Consecutive resources of one node, numbered by one group.
@@ -111,8 +118,9 @@ class ResourceSpace:
         """Name the space for error messages."""
         label = ",".join(self.groups)
         noun = "node group" if len(self.groups) == 1 else "node groups"
-        kinds = sorted({run.kind.value for run in self.runs}) or ["resource"]
-        return f"{noun} '{label}' ({self.size} {'/'.join(kinds)} resources)"
+        kinds = {run.kind for run in self.runs}
+        what = _NOUNS[kinds.pop()] if len(kinds) == 1 else "resources"
+        return f"{noun} '{label}' ({self.size} {what})"
 
     def locate(self, resource: int) -> tuple[SpaceRun, int]:
         """The run holding a resource rank and the resource's offset in it.
