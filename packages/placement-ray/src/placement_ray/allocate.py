@@ -1,0 +1,523 @@
+"""``allocate``: one actor on a given node and GPUs, the call everything else is built on.
+
+A worker that uses GPUs sits in a placement-group bundle (the one of its first GPU) with a
+fractional GPU request, so Ray's accounting protects the GPU; it sees exactly its GPUs
+through the accelerator type's visibility variable, with ``RAY_EXPERIMENTAL_NOSET_*`` so
+Ray does not overwrite it. A worker without a bundle (a CPU agent, a robot controller) is
+pinned to its node with hard node affinity. The node group's interpreter and env vars
+reach the worker through its runtime_env (``py_executable``, ``env_vars``).
+
+Ray waits silently, forever, for an actor whose interpreter is broken or whose fractional
+request cannot fit, so: interpreters are checked on their node with a tiny task before any
+worker starts (:func:`check_interpreters`), and :func:`wait_started` gives every start a
+timeout whose error names the worker and the likely cause.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import ray
+from ray.util.placement_group import PlacementGroup
+from ray.util.scheduling_strategies import (
+    NodeAffinitySchedulingStrategy,
+    PlacementGroupSchedulingStrategy,
+)
+
+from placement_core.env import visibility_env
+
+from .colocation import ledger, validate_share
+from .errors import ArgumentError, PlacementRayError
+from .worker import WorkerSpec, actor_default_options, wrap_class
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
+
+__all__ = [
+    "InterpreterError",
+    "Worker",
+    "WorkerStartError",
+    "allocate",
+    "check_interpreters",
+    "wait_started",
+]
+
+logger = logging.getLogger(__name__)
+
+# Options placement-ray sets itself; a @ray.remote class's own values for them are ignored
+# (they would contradict the placement).
+_OWN_OPTIONS = frozenset(
+    {"num_gpus", "num_cpus", "resources", "scheduling_strategy", "runtime_env", "name"}
+)
+
+
+class InterpreterError(ArgumentError):
+    """A node group's ``python_interpreter_path`` cannot run Ray workers on its node.
+
+    Attributes:
+        problems: ``(node rank, path, reason)`` for every bad interpreter.
+    """
+
+    def __init__(self, message: str, *, problems: Sequence[tuple[int, str, str]] = ()) -> None:
+        self.problems = tuple(problems)
+        super().__init__(message)
+
+
+class WorkerStartError(PlacementRayError, TimeoutError):
+    """Workers did not start in time, or died starting; every one started was killed.
+
+    Attributes:
+        workers: Per failed worker: its description and the likely cause.
+    """
+
+    def __init__(self, message: str, *, workers: Sequence[tuple[str, str]] = ()) -> None:
+        self.workers = tuple(workers)
+        super().__init__(message)
+
+
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """One started actor and where it runs.
+
+    Attributes:
+        component: Its component (``actor``, ``rollout``, ...).
+        rank: Its rank in the component.
+        name: Its readable name (``actor rank 3``), also the Ray actor name if named.
+        node_rank: Its node.
+        node_id: Ray node id of its node.
+        gpu_ids: Physical GPU indices it sees (in visibility order); empty for none.
+        handle: The Ray actor handle.
+        pg: The placement group it sits in, if any.
+        bundle_index: Its bundle in ``pg``, if any.
+        gpu_share: Its fractional GPU request in that bundle (0 without one).
+        interpreter: Its python interpreter, if not Ray's default.
+        env: The environment it was given (runtime_env ``env_vars``).
+    """
+
+    component: str
+    rank: int
+    name: str
+    node_rank: int
+    node_id: str
+    gpu_ids: tuple[int, ...]
+    handle: Any
+    pg: PlacementGroup | None = None
+    bundle_index: int | None = None
+    gpu_share: float = 0.0
+    interpreter: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """``rollout rank 3 on node 1 (GPUs [2, 3], bundle 9, share 0.2)``."""
+        where = f"GPUs {list(self.gpu_ids)}" if self.gpu_ids else "no GPU"
+        if self.bundle_index is not None:
+            where += f", bundle {self.bundle_index}, share {self.gpu_share:g}"
+        return f"{self.name} on node {self.node_rank} ({where})"
+
+
+def _check_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    if env is None:
+        return {}
+    if not isinstance(env, Mapping):
+        raise ArgumentError(f"env: expected a mapping of str to str, got {env!r}")
+    clean = {}
+    for key, value in env.items():
+        if not isinstance(key, str) or not key or not isinstance(value, str):
+            raise ArgumentError(
+                f"env[{key!r}]: expected a non-empty str name and a str value, got {value!r}"
+            )
+        clean[key] = value
+    return clean
+
+
+def allocate(
+    cls: Any,
+    name: str,
+    node_rank: int,
+    accelerator_ids: Sequence[int] = (),
+    env: Mapping[str, str] | None = None,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    cluster: Cluster,
+    bundle: tuple[PlacementGroup, int] | None = None,
+    gpu_share: float | None = None,
+    num_cpus: float = 0,
+    interpreter: str | None = None,
+    check_interpreter: bool = True,
+    component: str = "worker",
+    rank: int = 0,
+    port_blocks: Mapping[str, tuple[int, bool]] | None = None,
+    defer_init: bool = False,
+    capture_child_tasks: bool = False,
+    actor_name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> Worker:
+    """Start one actor of ``cls`` on node ``node_rank``, seeing GPUs ``accelerator_ids``.
+
+    The actor starts asynchronously; :func:`wait_started` waits for it with a timeout.
+
+    Args:
+        cls: The worker class (plain, or decorated with ``@ray.remote``).
+        name: A readable name for messages (``actor rank 3``).
+        node_rank: The node, by rank in the cluster's order.
+        accelerator_ids: Physical GPU indices on that node the worker may see; the
+            visibility variable of the node's accelerator type is set to them.
+        env: Extra environment (node-group env vars, SPEC 8 variables).
+        args: Constructor arguments.
+        kwargs: Constructor keyword arguments.
+        cluster: The job's cluster view.
+        bundle: ``(placement group, bundle index)`` of the worker's first GPU: the worker
+            sits there with ``gpu_share``. Without a bundle the worker is pinned with
+            hard node affinity and asks Ray for no GPU (Ray then does not protect the
+            GPUs it sees; :func:`~placement_ray.launch.launch` always reserves them).
+        gpu_share: Fractional GPU request in ``bundle`` (default 1).
+        num_cpus: CPUs the actor asks for.
+        interpreter: Python interpreter for the worker (runtime_env ``py_executable``).
+        check_interpreter: Check the interpreter on the node first (one tiny task).
+        component: Component name (for records and messages).
+        rank: Rank within the component.
+        port_blocks: Port blocks to reserve and hold inside the worker, by name:
+            ``(count, consecutive)``.
+        defer_init: Run the user's ``__init__`` only on ``_placement_setup``.
+        capture_child_tasks: Tasks the actor starts are scheduled in its placement group.
+        actor_name: Register the actor under this name (in the job's namespace).
+        options: Further ``.options(...)`` for Ray (``max_concurrency``, ...).
+
+    Returns:
+        The worker record with its actor handle.
+
+    Raises:
+        ArgumentError: a bad argument (unknown node, a GPU the node does not have, a
+            bundle on another node, a bad share, env values that are not strings, ...).
+        InterpreterError: the interpreter cannot run on that node.
+    """
+    if isinstance(node_rank, bool) or not isinstance(node_rank, int):
+        raise ArgumentError(f"node_rank: expected an int, got {node_rank!r}")
+    if not 0 <= node_rank < cluster.num_nodes:
+        raise ArgumentError(
+            f"node_rank: expected a node rank in 0..{cluster.num_nodes - 1}, got {node_rank}"
+        )
+    node = cluster.node(node_rank)
+    ids = tuple(accelerator_ids)
+    unknown = [i for i in ids if i not in node.accelerator_ids]
+    if unknown or len(set(ids)) != len(ids):
+        raise ArgumentError(
+            f"accelerator_ids: node {node_rank} has accelerators "
+            f"{list(node.accelerator_ids)}; got {list(ids)}"
+        )
+    full_env = _check_env(env)
+    if ids:
+        wanted = visibility_env(node.accelerator_type, ids)
+        clash = {k: full_env[k] for k in wanted if k in full_env and full_env[k] != wanted[k]}
+        if clash:
+            raise ArgumentError(f"env: {clash} contradicts accelerator_ids {list(ids)} ({wanted})")
+        full_env.update(wanted)
+    if interpreter is not None and check_interpreter:
+        check_interpreters(cluster, [(node_rank, interpreter)])
+    ray_options: dict[str, Any] = {
+        k: v for k, v in actor_default_options(cls).items() if k not in _OWN_OPTIONS
+    }
+    ray_options.update(options or {})
+    ray_options.setdefault("max_restarts", 0)
+    ray_options["num_cpus"] = num_cpus
+    share = 0.0
+    if bundle is not None:
+        pg, index = bundle
+        share = validate_share("gpu_share", 1.0 if gpu_share is None else gpu_share)
+        ray_options["num_gpus"] = share
+        ray_options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+            placement_group=pg,
+            placement_group_bundle_index=index,
+            placement_group_capture_child_tasks=capture_child_tasks,
+        )
+    else:
+        if gpu_share is not None:
+            raise ArgumentError(
+                "gpu_share: a share needs a bundle to sit in; pass bundle=(pg, index)"
+            )
+        ray_options["num_gpus"] = 0
+        ray_options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+            node_id=node.node_id, soft=False
+        )
+    runtime_env: dict[str, Any] = {"env_vars": full_env}
+    if interpreter is not None:
+        runtime_env["py_executable"] = interpreter
+    ray_options["runtime_env"] = runtime_env
+    if actor_name is not None:
+        ray_options["name"] = actor_name
+    spec = WorkerSpec(
+        name=name,
+        port_blocks=dict(port_blocks or {}),
+        defer_init=defer_init,
+        report_env=tuple(k for k in full_env if not k.startswith("RAY_")),
+    )
+    remote_cls = _remote_class(cls)
+    try:
+        handle = remote_cls.options(**ray_options).remote(spec, *args, **dict(kwargs or {}))
+    except ValueError as exc:  # a taken actor name, an option Ray rejects
+        raise ArgumentError(f"{name}: Ray refused to create the actor: {exc}") from exc
+    if bundle is not None:
+        ledger.add(bundle[0].id.hex(), bundle[1], share)
+    return Worker(
+        component=component,
+        rank=rank,
+        name=name,
+        node_rank=node_rank,
+        node_id=node.node_id,
+        gpu_ids=ids,
+        handle=handle,
+        pg=bundle[0] if bundle else None,
+        bundle_index=bundle[1] if bundle else None,
+        gpu_share=share,
+        interpreter=interpreter,
+        env=full_env,
+    )
+
+
+_remote_classes: dict[Any, Any] = {}
+
+
+def _remote_class(cls: Any) -> Any:
+    # One Ray actor class per user class: Ray exports each actor class once.
+    remote = _remote_classes.get(cls)
+    if remote is None:
+        remote = ray.remote(wrap_class(cls))
+        _remote_classes[cls] = remote
+    return remote
+
+
+def release(workers: Iterable[Worker]) -> None:
+    """Kill the workers' actors and return their GPU shares to the ledger."""
+    for worker in workers:
+        try:
+            ray.kill(worker.handle, no_restart=True)
+        except Exception as exc:  # already dead: nothing to release
+            logger.debug("killing %s: %s", worker.name, exc)
+        if worker.pg is not None and worker.bundle_index is not None:
+            ledger.remove(worker.pg.id.hex(), worker.bundle_index, worker.gpu_share)
+
+
+# ----------------------------------------------------------------- interpreters
+_PROBE_CODE = (
+    "import sys, importlib.util as u\n"
+    "ok = u.find_spec('ray') is not None\n"
+    "v = ''\n"
+    "if ok:\n"
+    "    from importlib.metadata import version\n"
+    "    v = version('ray')\n"
+    "print('%d.%d %s' % (sys.version_info[0], sys.version_info[1], v or '-'))\n"
+)
+
+
+def _probe_interpreter(path: str) -> str:
+    """Runs on the node: '' if ``path`` can run Ray workers like this node's, else why."""
+    if not os.path.isabs(path):
+        return "is not an absolute path"
+    if not os.path.exists(path):
+        return "does not exist on this node"
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        return "is not an executable file"
+    try:
+        done = subprocess.run(
+            [path, "-c", _PROBE_CODE], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"cannot be run: {exc}"
+    if done.returncode != 0:
+        return f"exits with status {done.returncode}: {done.stderr.strip()[-300:]}"
+    fields = done.stdout.split()
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if len(fields) != 2:
+        return f"printed {done.stdout!r} instead of its version"
+    if fields[0] != python:
+        return f"is Python {fields[0]}, but Ray on this node runs Python {python}"
+    if fields[1] == "-":
+        return "cannot import ray"
+    if fields[1] != ray.__version__:
+        return f"has ray {fields[1]}, but the cluster runs ray {ray.__version__}"
+    return ""
+
+
+_probe_interpreter_task = ray.remote(num_cpus=0, max_retries=0)(_probe_interpreter)
+
+
+def check_interpreters(
+    cluster: Cluster, pairs: Iterable[tuple[int, str]], *, timeout_s: float = 60.0
+) -> None:
+    """Check each ``(node rank, interpreter)`` on its node with one tiny task.
+
+    An interpreter must exist, be executable, and run the node's Python version with the
+    same Ray installed; otherwise Ray would wait forever for the worker.
+
+    Raises:
+        InterpreterError: listing every bad ``(node, path, reason)``.
+    """
+    unique = sorted(set(pairs))
+    if not unique:
+        return
+    refs = {
+        _probe_interpreter_task.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(
+                node_id=cluster.node(rank).node_id, soft=False
+            )
+        ).remote(path): (rank, path)
+        for rank, path in unique
+    }
+    done, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+    problems = []
+    for ref in pending:
+        ray.cancel(ref, force=True)
+        rank, path = refs[ref]
+        problems.append((rank, path, f"could not be checked within {timeout_s:g}s"))
+    for ref in done:
+        rank, path = refs[ref]
+        reason = ray.get(ref)
+        if reason:
+            problems.append((rank, path, reason))
+    if problems:
+        problems.sort()
+        raise InterpreterError(
+            "python_interpreter_path cannot run Ray workers (no worker was started):\n"
+            + "\n".join(f"  node {r}: {p} {why}" for r, p, why in problems),
+            problems=problems,
+        )
+
+
+# ----------------------------------------------------------------- start-up
+def _actor_state(handle: Any) -> tuple[str, str]:
+    try:
+        from ray._private import state  # per-actor state: no public API without a dashboard
+
+        info = state.actors(actor_id=handle._actor_id.hex())
+    except Exception:  # state is a diagnostic only
+        return "", ""
+    return str(info.get("State", "")), str(info.get("DeathCause", "") or "")
+
+
+def _likely_cause(worker: Worker, state: str) -> str:
+    if state in ("PENDING_CREATION", "DEPENDENCIES_UNREADY", ""):
+        if worker.interpreter:
+            return (
+                f"Ray is still starting it with interpreter {worker.interpreter}: a broken "
+                "interpreter or Python environment hangs here; or the node is overloaded"
+            )
+        if worker.bundle_index is not None:
+            return (
+                f"Ray found no room for GPU share {worker.gpu_share:g} in bundle "
+                f"{worker.bundle_index}: other work over-subscribes that GPU, or the node "
+                "is overloaded"
+            )
+        return "Ray has not scheduled it: its node may be busy or lost"
+    return f"Ray reports it {state}"
+
+
+def wait_started(
+    workers: Sequence[Worker], *, timeout_s: float | None = 120.0, kill_on_error: bool = True
+) -> list[dict[str, Any]]:
+    """Wait until every worker's constructor ran; return what each reports seeing.
+
+    Args:
+        workers: Workers from :func:`allocate`.
+        timeout_s: Limit for all of them together; None waits forever.
+        kill_on_error: Kill every given worker when one fails.
+
+    Returns:
+        Per worker (same order), its report: node id, IP, pid, executable, the GPUs Ray
+        assigned, its environment and held ports.
+
+    Raises:
+        WorkerStartError: a worker did not start in time or died starting; the message
+            names each one and the likely cause.
+    """
+    refs = [w.handle._placement_report.remote() for w in workers]
+    started = time.monotonic()
+    _, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+    failures: list[tuple[str, str]] = []
+    reports: list[dict[str, Any]] = []
+    waiting = set(pending)
+    for worker, ref in zip(workers, refs, strict=True):
+        if ref in waiting:
+            state, _ = _actor_state(worker.handle)
+            failures.append((worker.describe(), _likely_cause(worker, state)))
+            reports.append({})
+            continue
+        try:
+            reports.append(ray.get(ref))
+        except ray.exceptions.RayActorError as exc:
+            _, death = _actor_state(worker.handle)
+            failures.append((worker.describe(), f"it died starting: {_cause(exc, death)}"))
+            reports.append({})
+    if failures:
+        if kill_on_error:
+            release(workers)
+        elapsed = time.monotonic() - started
+        lines = "\n".join(f"  {who}: {why}" for who, why in failures[:30])
+        more = f"\n  ... and {len(failures) - 30} more" if len(failures) > 30 else ""
+        raise WorkerStartError(
+            f"{len(failures)} of {len(workers)} workers did not start "
+            f"(waited {elapsed:.1f}s; all {len(workers)} were stopped):\n{lines}{more}",
+            workers=failures,
+        )
+    return reports
+
+
+def _cause(exc: BaseException, death: str) -> str:
+    text = str(exc).strip().splitlines()
+    tail = [line for line in text if line.strip()][-6:]
+    summary = " | ".join(tail) if tail else type(exc).__name__
+    return summary[:800] if not death else f"{summary[:600]} ({death[:200]})"
+
+
+def setup_workers(
+    workers: Sequence[Worker],
+    envs: Sequence[Mapping[str, str]],
+    *,
+    args: Sequence[Sequence[Any] | None] | None = None,
+    kwargs: Sequence[Mapping[str, Any] | None] | None = None,
+    timeout_s: float | None = None,
+) -> list[dict[str, Any]]:
+    """Send each deferred worker its late environment, run its ``__init__``, wait.
+
+    Raises:
+        WorkerStartError: a worker's ``__init__`` raised, or did not finish in time (all
+            given workers are stopped).
+    """
+    refs = [
+        w.handle._placement_setup.remote(
+            dict(env),
+            None if args is None else args[i],
+            None if kwargs is None else kwargs[i],
+        )
+        for i, (w, env) in enumerate(zip(workers, envs, strict=True))
+    ]
+    _, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+    waiting = set(pending)
+    failures: list[tuple[str, str]] = []
+    reports: list[dict[str, Any]] = []
+    for worker, ref in zip(workers, refs, strict=True):
+        if ref in waiting:
+            failures.append((worker.describe(), f"its __init__ did not finish in {timeout_s}s"))
+            reports.append({})
+            continue
+        try:
+            reports.append(ray.get(ref))
+        except ray.exceptions.RayError as exc:
+            failures.append((worker.describe(), f"its __init__ failed: {_cause(exc, '')}"))
+            reports.append({})
+    if failures:
+        release(workers)
+        lines = "\n".join(f"  {who}: {why}" for who, why in failures[:30])
+        raise WorkerStartError(
+            f"{len(failures)} of {len(workers)} workers failed in __init__ (all "
+            f"{len(workers)} were stopped):\n{lines}",
+            workers=failures,
+        )
+    return reports

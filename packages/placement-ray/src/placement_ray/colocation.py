@@ -1,0 +1,217 @@
+"""GPU sharing: fractional shares that must fit one GPU, and who shares which GPU.
+
+Ray hangs silently when the fractional GPU requests placed in one bundle add up to more
+than the bundle holds, so every share is checked here, before anything is created. A
+worker that uses several GPUs (tensor parallel, a strided set) sits in the bundle of its
+first GPU with its share; only that bundle's sum counts it.
+
+Shares already handed out in a placement group are remembered per bundle (in this driver
+process), so a rollout created after a colocated trainer is checked against the trainer's
+shares too.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from placement_core.inventory import Inventory
+
+from .errors import ArgumentError
+
+__all__ = [
+    "SHARE_QUANTUM",
+    "GpuShare",
+    "OversubscribedGPUError",
+    "check_shares",
+    "default_share",
+    "ledger",
+    "shared_ranks",
+    "validate_share",
+]
+
+SHARE_QUANTUM = 1e-4
+"""Ray's resource granularity: shares are multiples of it (rounded down)."""
+
+_EPS = 1e-9
+
+
+class OversubscribedGPUError(ArgumentError):
+    """Fractional GPU shares placed on one GPU add up to more than 1.
+
+    Attributes:
+        gpus: Per over-subscribed GPU, ``(where, total, [(who, share), ...])``.
+    """
+
+    def __init__(
+        self, message: str, *, gpus: Sequence[tuple[str, float, Sequence[tuple[str, float]]]] = ()
+    ) -> None:
+        self.gpus = tuple((w, t, tuple(s)) for w, t, s in gpus)
+        super().__init__(message)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuShare:
+    """One worker's request on the GPU (bundle) it sits in.
+
+    Attributes:
+        who: The worker, as people read it (``rollout rank 3``).
+        node_rank: Node of the GPU.
+        gpu: Physical index of the worker's first GPU (the bundle it sits in).
+        share: The fractional GPU request, ``0 < share <= 1``.
+    """
+
+    who: str
+    node_rank: int
+    gpu: int
+    share: float
+
+
+def validate_share(name: str, value: object) -> float:
+    """A GPU share: a number in ``(0, 1]``, rounded down to Ray's 0.0001 quantum.
+
+    Raises:
+        ArgumentError: not a number in ``(0, 1]``.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 < value <= 1
+    ):
+        raise ArgumentError(f"{name}: expected a GPU share in (0, 1], got {value!r}")
+    quantised = math.floor(float(value) / SHARE_QUANTUM + _EPS) * SHARE_QUANTUM
+    if quantised <= 0:
+        raise ArgumentError(
+            f"{name}: {value!r} is below Ray's smallest GPU share {SHARE_QUANTUM:g}"
+        )
+    return round(quantised, 4)
+
+
+def default_share(sharers: int) -> float:
+    """The largest share that lets ``sharers`` workers fit one GPU (1, 0.5, 0.3333, ...)."""
+    if sharers < 1:
+        raise ArgumentError(f"sharers: expected an int >= 1, got {sharers!r}")
+    return round(math.floor(1.0 / sharers / SHARE_QUANTUM + _EPS) * SHARE_QUANTUM, 4)
+
+
+def check_shares(
+    shares: Iterable[GpuShare], *, already: Mapping[tuple[int, int], float] | None = None
+) -> dict[tuple[int, int], float]:
+    """Sum the shares per GPU and raise if any GPU gets more than 1.
+
+    Args:
+        shares: Every worker's request.
+        already: Shares handed out earlier on the same GPUs, by ``(node rank, GPU)``.
+
+    Returns:
+        The total per ``(node rank, GPU)`` (including ``already``).
+
+    Raises:
+        OversubscribedGPUError: naming every over-subscribed GPU, its workers and shares.
+    """
+    totals: dict[tuple[int, int], float] = defaultdict(float)
+    who: dict[tuple[int, int], list[tuple[str, float]]] = defaultdict(list)
+    for key, amount in (already or {}).items():
+        if amount > _EPS:
+            totals[key] += amount
+            who[key].append(("earlier workers", amount))
+    for item in shares:
+        key = (item.node_rank, item.gpu)
+        totals[key] += item.share
+        who[key].append((item.who, item.share))
+    bad = [(key, total) for key, total in sorted(totals.items()) if total > 1 + _EPS]
+    if bad:
+        shown = []
+        for (node_rank, gpu), total in bad[:20]:
+            parts = ", ".join(f"{w} {s:g}" for w, s in who[(node_rank, gpu)])
+            shown.append(f"  node {node_rank} GPU {gpu}: {total:.4g} = {parts}")
+        if len(bad) > 20:
+            shown.append(f"  ... and {len(bad) - 20} more GPUs")
+        raise OversubscribedGPUError(
+            f"GPU shares add up to more than 1 on {len(bad)} GPU(s); Ray would wait forever "
+            "for them, so nothing was created:\n"
+            + "\n".join(shown)
+            + "\nlower the shares (e.g. gpu_share={'rollout': 0.2}) so each GPU's sum is <= 1",
+            gpus=[(f"node {n} GPU {g}", t, who[(n, g)]) for (n, g), t in bad],
+        )
+    return dict(totals)
+
+
+class _Ledger:
+    """Shares handed out per placement-group bundle, in this driver process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._used: dict[str, dict[int, float]] = {}
+
+    def used(self, pg_id: str) -> dict[int, float]:
+        """Bundle index -> share in use, for one placement group (hex id)."""
+        with self._lock:
+            return dict(self._used.get(pg_id, {}))
+
+    def add(self, pg_id: str, bundle: int, share: float) -> None:
+        with self._lock:
+            per = self._used.setdefault(pg_id, {})
+            per[bundle] = round(per.get(bundle, 0.0) + share, 6)
+
+    def remove(self, pg_id: str, bundle: int, share: float) -> None:
+        with self._lock:
+            per = self._used.get(pg_id)
+            if per is None or bundle not in per:
+                return
+            left = round(per[bundle] - share, 6)
+            if left > _EPS:
+                per[bundle] = left
+            else:
+                del per[bundle]
+            if not per:
+                del self._used[pg_id]
+
+    def forget(self, pg_id: str) -> None:
+        with self._lock:
+            self._used.pop(pg_id, None)
+
+
+ledger = _Ledger()
+"""The driver's record of GPU shares in use per placement-group bundle."""
+
+
+def shared_ranks(
+    owners: Sequence[Sequence[tuple[int, int]]],
+    users: Sequence[Sequence[tuple[int, int]]],
+    inventory: Inventory | None = None,
+) -> tuple[tuple[int, ...], ...]:
+    """For each user, the owner ranks that hold one of its GPUs.
+
+    GPUs are matched by UUID where the inventory knows it (two ids that name one physical
+    device match), else by ``(node rank, physical index)``.
+
+    Args:
+        owners: Per owner rank (e.g. a trainer), its GPUs as ``(node rank, index)``.
+        users: Per user (e.g. a rollout engine), its GPUs.
+        inventory: The nodes, for UUIDs.
+
+    Returns:
+        Per user, the sorted owner ranks sharing at least one GPU with it.
+    """
+    uuids: dict[tuple[int, int], str] = {}
+    if inventory is not None:
+        for node in inventory.nodes:
+            for accelerator in node.accelerators:
+                if accelerator.uuid:
+                    uuids[(node.rank, accelerator.index)] = accelerator.uuid
+
+    def key(gpu: tuple[int, int]) -> object:
+        return uuids.get(gpu, gpu)
+
+    held: dict[object, list[int]] = defaultdict(list)
+    for rank, gpus in enumerate(owners):
+        for gpu in gpus:
+            held[key(gpu)].append(rank)
+    return tuple(
+        tuple(sorted({r for gpu in gpus for r in held.get(key(gpu), ())})) for gpus in users
+    )

@@ -1,0 +1,514 @@
+"""``launch``: make a core plan real, one Ray actor per placement.
+
+1. The config is planned against the live inventory (a plan made offline is re-planned
+   and must come out the same).
+2. Every GPU share is checked (per GPU, the shares of the workers sitting in its bundle
+   must sum to <= 1) and every node group's interpreter is checked on its node, before
+   anything is created.
+3. The GPUs the plan uses are reserved with one placement-group bundle of one GPU each,
+   pinned to its planned node. Ray decides which physical GPUs of a node the bundles
+   get: where the group holds a whole node that is any bijection, so the plan's ids are
+   kept; elsewhere the plan's ids on that node are mapped, in order, onto the GPUs Ray
+   reserved (learned by the foundation's probe), and every worker's visibility list uses
+   the physical ids really held.
+4. Each GPU worker sits in the bundle of its first GPU with a fractional request and an
+   explicit visibility list; node and hardware workers get hard node affinity; robot
+   workers get their hardware's config in ``PLACEMENT_HARDWARE_CONFIG`` (JSON).
+5. All workers start at once with SPEC 8's environment; rank 0 of each component reserves
+   ``MASTER_PORT`` in its own process (bound and held) and reports it; the other ranks
+   learn it before their ``__init__`` runs. Rank 0 releases it only at hand-over
+   (``WorkerGroup.hand_over_master_port()`` or, in the worker,
+   ``placement_ray.worker.hand_over_master_port()``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from placement_core.config import ClusterConfig
+from placement_core.env import visibility_env
+from placement_core.plan import Plan, plan
+from placement_core.records import Placement
+
+from .allocate import Worker, allocate, check_interpreters, release, setup_workers, wait_started
+from .colocation import GpuShare, check_shares, default_share, ledger, shared_ranks, validate_share
+from .errors import ArgumentError
+from .groups import OrderedPlacementGroup, create_placement_group
+from .worker import MASTER_PORT_BLOCK
+from .worker_group import WorkerGroup
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
+
+__all__ = ["HARDWARE_CONFIG_ENV", "HARDWARE_TYPE_ENV", "Launch", "launch"]
+
+logger = logging.getLogger(__name__)
+
+HARDWARE_TYPE_ENV = "PLACEMENT_HARDWARE_TYPE"
+HARDWARE_CONFIG_ENV = "PLACEMENT_HARDWARE_CONFIG"
+COMPONENT_ENV = "PLACEMENT_COMPONENT"
+_OWN_ENV = (HARDWARE_TYPE_ENV, HARDWARE_CONFIG_ENV, COMPONENT_ENV)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    component: str
+    placement: Placement
+    kind: str  # "gpu", "hardware" or "node"
+    share: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.component} rank {self.placement.rank}"
+
+
+def _live_plan(
+    source: Plan | ClusterConfig | Mapping[str, Any] | str | os.PathLike[str],
+    cluster: Cluster,
+    colocate: Iterable[Iterable[str]],
+) -> Plan:
+    if not isinstance(source, Plan):
+        return plan(source, cluster.inventory, colocate=colocate)
+    live_ids = [n.node_id for n in cluster.nodes]
+    if [n.node_id for n in source.inventory.nodes] == live_ids:
+        return source
+    live = plan(source.config, cluster.inventory, colocate=colocate)
+    for name, placements in source.components.items():
+        again = live.components.get(name, ())
+        for old, new in zip(placements, again, strict=False):
+            if (old.node_rank, old.hardware_ranks) != (new.node_rank, new.hardware_ranks):
+                raise ArgumentError(
+                    f"plan: it was made for another inventory; on this cluster {name} rank "
+                    f"{old.rank} would run on node {new.node_rank} resources "
+                    f"{list(new.hardware_ranks)}, not node {old.node_rank} "
+                    f"{list(old.hardware_ranks)}; pass the config instead"
+                )
+        if len(again) != len(placements):
+            raise ArgumentError(
+                f"plan: it was made for another inventory; {name} has {len(again)} "
+                f"processes on this cluster, {len(placements)} in the plan"
+            )
+    return live
+
+
+def _per_component(
+    name: str, value: Any, components: Sequence[str], default: Any
+) -> dict[str, Any]:
+    if value is None:
+        return dict.fromkeys(components, default)
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - set(components))
+        if unknown:
+            raise ArgumentError(
+                f"{name}: unknown component(s) {unknown}; the plan has {list(components)}"
+            )
+        return {c: value.get(c, default) for c in components}
+    return dict.fromkeys(components, value)
+
+
+def _kind(placement: Placement) -> str:
+    if placement.hardware_type is not None:
+        return "hardware"
+    return "gpu" if placement.hardware_ranks else "node"
+
+
+def _pending(the_plan: Plan, gpu_share: Any) -> list[_Pending]:
+    components = list(the_plan.components)
+    given = _per_component("gpu_share", gpu_share, components, None)
+    sharers: dict[tuple[int, int], int] = defaultdict(int)
+    for placements in the_plan.components.values():
+        for p in placements:
+            if _kind(p) == "gpu":
+                sharers[(p.node_rank, p.hardware_ranks[0])] += 1
+    out: list[_Pending] = []
+    for component, placements in the_plan.components.items():
+        share = given[component]
+        if share is None:
+            most = max(
+                (
+                    sharers[(p.node_rank, p.hardware_ranks[0])]
+                    for p in placements
+                    if _kind(p) == "gpu"
+                ),
+                default=1,
+            )
+            share = default_share(most)
+        else:
+            share = validate_share(f"gpu_share[{component!r}]", share)
+        out.extend(_Pending(component, p, _kind(p), share) for p in placements)
+    return out
+
+
+def _reserve(
+    cluster: Cluster,
+    workers: Sequence[_Pending],
+    *,
+    cpus_per_bundle: float,
+    timeout_s: float | None,
+) -> tuple[OrderedPlacementGroup | None, dict[tuple[int, int], tuple[int, int]]]:
+    """One 1-GPU bundle per planned GPU, pinned; ``(node, plan id) -> (physical, bundle)``."""
+    keys = sorted(
+        {
+            (w.placement.node_rank, g)
+            for w in workers
+            if w.kind == "gpu"
+            for g in w.placement.hardware_ranks
+        }
+    )
+    if not keys:
+        return None, {}
+    bundle = {"GPU": 1.0, "CPU": float(cpus_per_bundle)} if cpus_per_bundle else {"GPU": 1.0}
+    group = create_placement_group(
+        cluster,
+        [bundle] * len(keys),
+        pin_to=[node for node, _ in keys],
+        timeout_s=timeout_s,
+        name="",
+    )
+    held: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for slot in group.slots:
+        held[slot.node_rank].append((slot.gpu_id, slot.index))
+    planned: dict[int, list[int]] = defaultdict(list)
+    for node, gpu in keys:
+        planned[node].append(gpu)
+    mapping: dict[tuple[int, int], tuple[int, int]] = {}
+    for node, gpus in planned.items():
+        slots = sorted(held[node])
+        for gpu, (physical, index) in zip(sorted(gpus), slots, strict=True):
+            mapping[(node, gpu)] = (physical, index)
+    moved = sorted(k for k, (physical, _) in mapping.items() if k[1] != physical)
+    if moved:
+        logger.info(
+            "Ray reserved other physical GPUs than the plan's ids on %d GPU(s) (partial "
+            "nodes); workers see the reserved ones, e.g. node %d GPU %d -> %d",
+            len(moved),
+            moved[0][0],
+            moved[0][1],
+            mapping[moved[0]][0],
+        )
+    return group, mapping
+
+
+def _hardware_env(the_plan: Plan, p: Placement) -> dict[str, str]:
+    node = the_plan.inventory.nodes[p.node_rank]
+    configs = [
+        dict(d.config)
+        for index in p.hardware_ranks
+        for d in node.hardware
+        if d.type == p.hardware_type and d.index == index
+    ]
+    return {
+        HARDWARE_TYPE_ENV: str(p.hardware_type),
+        HARDWARE_CONFIG_ENV: json.dumps(configs if len(configs) != 1 else configs[0], default=str),
+    }
+
+
+def _worker_env(
+    the_plan: Plan,
+    w: _Pending,
+    physical: tuple[int, ...],
+    master_addr: str,
+) -> dict[str, str]:
+    env = the_plan.env(w.component, w.placement.rank, master_addr=master_addr)
+    clash = sorted(k for k in _OWN_ENV if k in env)
+    if clash:
+        raise ArgumentError(
+            f"node group {w.placement.node_group!r} sets {clash} on node "
+            f"{w.placement.node_rank}: placement-ray sets these itself"
+        )
+    env[COMPONENT_ENV] = w.component
+    if w.kind == "gpu" and physical != w.placement.visible_accelerators:
+        env.update(visibility_env(w.placement.accelerator_type, physical))
+    if w.kind == "hardware":
+        env.update(_hardware_env(the_plan, w.placement))
+    return env
+
+
+def _port_blocks(value: Any, components: Sequence[str]) -> dict[str, dict[str, tuple[int, bool]]]:
+    given = _per_component("port_blocks", value, components, None)
+    out: dict[str, dict[str, tuple[int, bool]]] = {}
+    for component, blocks in given.items():
+        clean: dict[str, tuple[int, bool]] = {}
+        for name, spec in dict(blocks or {}).items():
+            count = spec if isinstance(spec, int) else None
+            if count is None or isinstance(count, bool) or count < 1 or name == MASTER_PORT_BLOCK:
+                raise ArgumentError(
+                    f"port_blocks[{component!r}][{name!r}]: expected a block name other than "
+                    f"{MASTER_PORT_BLOCK!r} and a port count >= 1, got {spec!r}"
+                )
+            clean[name] = (count, count > 1)
+        out[component] = clean
+    return out
+
+
+class Launch:
+    """A launched plan: its workers per component, their placement group, their reports.
+
+    Use it as a context manager, or call :meth:`shutdown`.
+
+    Attributes:
+        plan: The live plan that was launched.
+        cluster: The job's cluster view.
+        group: The placement group holding the plan's GPUs (None without GPU workers).
+        groups: Component name -> its ``WorkerGroup``, in plan order.
+        gpu_map: ``(node rank, plan GPU id) -> physical GPU id`` actually held.
+    """
+
+    def __init__(
+        self,
+        the_plan: Plan,
+        cluster: Cluster,
+        group: OrderedPlacementGroup | None,
+        groups: Mapping[str, WorkerGroup],
+        gpu_map: Mapping[tuple[int, int], int],
+    ) -> None:
+        self.plan = the_plan
+        self.cluster = cluster
+        self.group = group
+        self.groups = dict(groups)
+        self.gpu_map = dict(gpu_map)
+        self._closed = False
+
+    def __getitem__(self, component: str) -> WorkerGroup:
+        try:
+            return self.groups[component]
+        except KeyError:
+            raise ArgumentError(
+                f"no component {component!r}; launched: {list(self.groups)}"
+            ) from None
+
+    def __iter__(self) -> Any:
+        return iter(self.groups.values())
+
+    def shared_with(self, component: str, owner: str) -> tuple[tuple[int, ...], ...]:
+        """Per worker of ``component``, the ranks of ``owner`` that use one of its GPUs.
+
+        GPUs are matched by UUID where the inventory knows it, else by (node, physical id).
+        """
+        users = [[(w.node_rank, g) for g in w.gpu_ids] for w in self[component].workers]
+        owners = [[(w.node_rank, g) for g in w.gpu_ids] for w in self[owner].workers]
+        return shared_ranks(owners, users, self.cluster.inventory)
+
+    def verify(self) -> list[str]:
+        """Compare what every worker reported with its placement; one line per mismatch."""
+        problems = []
+        for group in self.groups.values():
+            for worker, report in zip(group.workers, group.reports, strict=True):
+                problems.extend(_compare(worker, report, group))
+        return problems
+
+    def shutdown(self) -> None:
+        """Kill every worker and remove the placement group; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for group in self.groups.values():
+            group.kill()
+        if self.group is not None:
+            ledger.forget(self.group.pg.id.hex())
+            self.group.remove()
+
+    def __enter__(self) -> Launch:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+
+def _compare(worker: Worker, report: Mapping[str, Any], group: WorkerGroup) -> list[str]:
+    who = worker.describe()
+    env = report.get("env", {})
+    out = []
+    if report.get("node_id") != worker.node_id:
+        out.append(f"{who}: runs on node {report.get('node_id')}, expected {worker.node_id}")
+    for key in (
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "CUDA_VISIBLE_DEVICES",
+    ):
+        expected = worker.env.get(key)
+        if key == "MASTER_PORT" and group.master_port is not None:
+            expected = str(group.master_port)
+        if expected is not None and env.get(key) != expected:
+            out.append(f"{who}: {key}={env.get(key)!r}, expected {expected!r}")
+    if worker.bundle_index is not None and worker.gpu_ids:
+        ray_ids = tuple(report.get("ray_gpu_ids", ()))
+        if ray_ids != (worker.gpu_ids[0],):
+            out.append(
+                f"{who}: Ray assigned GPU {list(ray_ids)}, expected its first GPU "
+                f"{worker.gpu_ids[0]}"
+            )
+    return out
+
+
+def launch(
+    config_or_plan: Plan | ClusterConfig | Mapping[str, Any] | str | os.PathLike[str],
+    actors: Mapping[str, Any],
+    cluster: Cluster | None = None,
+    *,
+    args: Mapping[str, Sequence[Any]] | None = None,
+    kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+    gpu_share: float | Mapping[str, float] | None = None,
+    num_cpus: float | Mapping[str, float] = 0,
+    cpus_per_bundle: float = 0,
+    port_blocks: Mapping[str, Mapping[str, int]] | None = None,
+    master_port: bool = True,
+    colocate: Iterable[Iterable[str]] = (),
+    timeout_s: float | None = 120.0,
+    pg_timeout_s: float | None = 60.0,
+) -> Launch:
+    """Start one actor per placement of a plan, on the planned nodes and GPUs.
+
+    Args:
+        config_or_plan: A cluster config (path, YAML text, mapping, loaded) or a plan.
+        actors: Component name -> actor class, for every component of the plan.
+        cluster: The job's cluster view (default: ``Cluster()``).
+        args: Component -> constructor arguments (the same for every rank; each worker
+            knows its rank from ``RANK``).
+        kwargs: Component -> constructor keyword arguments.
+        gpu_share: Fractional GPU request of each GPU worker in its first GPU's bundle,
+            one number or per component. Default: 1 / (most workers sitting on one of the
+            component's GPUs), so colocated components split a GPU evenly.
+        num_cpus: CPUs each actor asks for (one number or per component).
+        cpus_per_bundle: CPUs reserved in each GPU bundle.
+        port_blocks: Component -> ``{block name: port count}`` every worker of it reserves
+            and holds on its node (blocks of more than one port are consecutive).
+        master_port: Rank 0 of each component holds a ``MASTER_PORT``.
+        colocate: Groups of components allowed to share GPUs (see core's ``plan``).
+        timeout_s: Limit for the workers to start (and, separately, to run ``__init__``).
+        pg_timeout_s: Limit for the placement group to be placed.
+
+    Returns:
+        The launch: ``launch["actor"]`` is the actor component's ``WorkerGroup``.
+
+    Raises:
+        ArgumentError: a missing or unknown component class, bad shares or options.
+        OversubscribedGPUError: the shares on some GPU add up to more than 1.
+        InterpreterError: a node group's interpreter cannot run on its node.
+        InfeasiblePlacementGroupError / PlacementGroupTimeoutError: the GPUs cannot be
+            reserved.
+        WorkerStartError: workers did not start, or their ``__init__`` failed (named).
+    """
+    if cluster is None:
+        from .cluster import Cluster
+
+        cluster = Cluster()
+    the_plan = _live_plan(config_or_plan, cluster, colocate)
+    components = list(the_plan.components)
+    if not isinstance(actors, Mapping):
+        raise ArgumentError(f"actors: expected a mapping of component -> class, got {actors!r}")
+    missing = [c for c in components if c not in actors]
+    unknown = sorted(set(actors) - set(components))
+    if missing or unknown:
+        raise ArgumentError(
+            f"actors: expected a class for each component {components}; "
+            + (f"missing {missing}" if missing else "")
+            + ("; " if missing and unknown else "")
+            + (f"unknown {unknown}" if unknown else "")
+        )
+    all_args = _per_component("args", args, components, ())
+    all_kwargs = _per_component("kwargs", kwargs, components, {})
+    cpus = _per_component("num_cpus", num_cpus, components, 0)
+    blocks = _port_blocks(port_blocks, components)
+    pending = _pending(the_plan, gpu_share)
+    check_shares(
+        GpuShare(w.name, w.placement.node_rank, w.placement.hardware_ranks[0], w.share)
+        for w in pending
+        if w.kind == "gpu"
+    )
+    interpreters = {
+        (w.placement.node_rank, path)
+        for w in pending
+        if (path := the_plan.interpreter(w.component, w.placement.rank)) is not None
+    }
+    check_interpreters(cluster, interpreters)
+    group, mapping = _reserve(
+        cluster, pending, cpus_per_bundle=cpus_per_bundle, timeout_s=pg_timeout_s
+    )
+    started: list[Worker] = []
+    try:
+        envs = []
+        for w in pending:
+            p = w.placement
+            physical = (
+                tuple(mapping[(p.node_rank, g)][0] for g in p.hardware_ranks)
+                if w.kind == "gpu"
+                else ()
+            )
+            env = _worker_env(the_plan, w, physical, the_plan.master_addr(w.component))
+            envs.append(env)
+            own_blocks = dict(blocks[w.component])
+            if master_port and p.rank == 0:
+                own_blocks[MASTER_PORT_BLOCK] = (1, False)
+            bundle = None
+            if w.kind == "gpu" and group is not None:
+                bundle = (group.pg, mapping[(p.node_rank, p.hardware_ranks[0])][1])
+            started.append(
+                allocate(
+                    actors[w.component],
+                    w.name,
+                    p.node_rank,
+                    physical,
+                    env,
+                    all_args[w.component],
+                    all_kwargs[w.component],
+                    cluster=cluster,
+                    bundle=bundle,
+                    gpu_share=w.share if bundle is not None else None,
+                    num_cpus=cpus[w.component],
+                    interpreter=the_plan.interpreter(w.component, p.rank),
+                    check_interpreter=False,
+                    component=w.component,
+                    rank=p.rank,
+                    port_blocks=own_blocks,
+                    defer_init=True,
+                )
+            )
+        reports = wait_started(started, timeout_s=timeout_s)
+        ports: dict[str, int | None] = dict.fromkeys(components)
+        for worker, report in zip(started, reports, strict=True):
+            held = report.get("ports", {}).get(MASTER_PORT_BLOCK)
+            if held:
+                ports[worker.component] = int(held[0])
+        late_env = [
+            {"MASTER_PORT": str(ports[w.component])} if ports[w.component] is not None else {}
+            for w in started
+        ]
+        reports = setup_workers(started, late_env, timeout_s=timeout_s)
+    except BaseException:
+        release(started)
+        if group is not None:
+            ledger.forget(group.pg.id.hex())
+            group.remove()
+        raise
+    by_component: dict[str, list[tuple[Worker, dict[str, Any]]]] = defaultdict(list)
+    for worker, report in zip(started, reports, strict=True):
+        by_component[worker.component].append((worker, report))
+    groups = {
+        c: WorkerGroup(
+            c,
+            [w for w, _ in by_component[c]],
+            cluster=cluster,
+            reports=[r for _, r in by_component[c]],
+            master_addr=the_plan.master_addr(c),
+            master_port=ports[c],
+        )
+        for c in components
+    }
+    gpu_map = {key: physical for key, (physical, _) in mapping.items()}
+    return Launch(the_plan, cluster, group, groups, gpu_map)

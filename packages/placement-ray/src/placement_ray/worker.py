@@ -1,0 +1,261 @@
+"""The worker side: what runs inside every actor placement-ray starts.
+
+Each user class is wrapped in a subclass that first runs :class:`PlacementWorker`'s
+constructor: it reserves the worker's ports on its own node with placement-native (bound
+and listening, so nothing else can take them) and, where asked, defers the user's
+``__init__`` until the driver has sent what only other workers know (rank 0's master
+port, node 0's ``dist_init_addr``). Ports are released only at hand-over, from inside the
+worker::
+
+    from placement_ray.worker import hand_over_master_port
+    port = hand_over_master_port()      # right before init_process_group binds it
+    torch.distributed.init_process_group("nccl", init_method=f"tcp://{addr}:{port}", ...)
+
+or from the driver with ``WorkerGroup.hand_over_master_port()``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ArgumentError, PlacementRayError
+
+__all__ = [
+    "MASTER_PORT_BLOCK",
+    "REPORTED_ENV_VARS",
+    "PlacementWorker",
+    "PortNotHeldError",
+    "WorkerSpec",
+    "assigned_gpu_ids",
+    "hand_over_master_port",
+    "hand_over_ports",
+    "held_ports",
+    "wrap_class",
+]
+
+MASTER_PORT_BLOCK = "master"
+"""Name of the port block rank 0 holds for ``MASTER_PORT``."""
+
+REPORTED_ENV_VARS = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "NODE_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ASCEND_RT_VISIBLE_DEVICES",
+    "ONEAPI_DEVICE_SELECTOR",
+    "MUSA_VISIBLE_DEVICES",
+    "PLACEMENT_COMPONENT",
+    "PLACEMENT_HARDWARE_TYPE",
+    "PLACEMENT_HARDWARE_CONFIG",
+    "PLACEMENT_DIST_INIT_ADDR",
+)
+"""Variables every worker reports back (plus the user's own env var names)."""
+
+
+class PortNotHeldError(PlacementRayError, LookupError):
+    """A port block was asked for that this worker does not hold (or already handed over)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """What a worker must do before its user code runs (sent to its constructor).
+
+    Attributes:
+        name: The worker's readable name (``actor rank 3``).
+        port_blocks: Block name -> ``(count, consecutive)`` to reserve on this node.
+        port_host: Address to hold the ports on; None for the node's IP.
+        defer_init: Run the user's ``__init__`` only when the driver calls
+            ``_placement_setup`` (it sends values other workers reported).
+        report_env: Extra env var names to report besides ``REPORTED_ENV_VARS``.
+    """
+
+    name: str
+    port_blocks: Mapping[str, tuple[int, bool]] = field(default_factory=dict)
+    port_host: str | None = None
+    defer_init: bool = False
+    report_env: tuple[str, ...] = ()
+
+
+# Reservations held by this process, by block name. A module global so that user code
+# anywhere in the worker can hand a port over without a reference to the actor.
+_held: dict[str, Any] = {}
+_held_lock = threading.Lock()
+
+
+def held_ports() -> dict[str, tuple[int, ...]]:
+    """The port blocks this process still holds, by name."""
+    with _held_lock:
+        return {name: tuple(r.held) for name, r in _held.items() if r.held}
+
+
+def hand_over_ports(name: str) -> tuple[int, ...]:
+    """Release the held port block ``name`` for its consumer, who binds it right away.
+
+    Returns:
+        The block's ports.
+
+    Raises:
+        PortNotHeldError: this worker holds no such block (or handed it over already).
+    """
+    with _held_lock:
+        reservation = _held.pop(name, None)
+    if reservation is None:
+        raise PortNotHeldError(
+            f"this worker holds no port block {name!r} (held: {sorted(held_ports()) or 'none'})"
+        )
+    reservation.release()
+    return tuple(reservation.ports)
+
+
+def hand_over_master_port() -> int:
+    """Release the held ``MASTER_PORT`` for ``init_process_group`` and return it.
+
+    On ranks other than 0 (which hold nothing) it just returns ``MASTER_PORT``.
+
+    Raises:
+        PortNotHeldError: no ``MASTER_PORT`` is set and no master port is held.
+    """
+    with _held_lock:
+        holds = MASTER_PORT_BLOCK in _held
+    if holds:
+        return hand_over_ports(MASTER_PORT_BLOCK)[0]
+    value = os.environ.get("MASTER_PORT")
+    if value is None:
+        raise PortNotHeldError("this worker has no MASTER_PORT and holds no master port")
+    return int(value)
+
+
+def assigned_gpu_ids() -> tuple[int, ...]:
+    """The GPUs Ray assigned this worker (physical indices), read from Ray's own record.
+
+    ``ray.get_gpu_ids()`` re-maps them through ``CUDA_VISIBLE_DEVICES``, which
+    placement-ray sets itself, so it cannot be used here.
+    """
+    import ray
+
+    ids: set[int] = set()
+    resource_ids = ray.get_runtime_context().worker.core_worker.resource_ids()
+    for resource, assignment in resource_ids.items():
+        if resource == "GPU" or (resource.startswith("GPU_group_") and resource.count("_") == 2):
+            ids.update(int(slot) for slot, _ in assignment)
+    return tuple(sorted(ids))
+
+
+def _node_ip() -> str:
+    import ray
+
+    return str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+
+
+class PlacementWorker:
+    """Base placed first in every wrapped worker class (see :func:`wrap_class`)."""
+
+    _placement_spec: WorkerSpec
+    _placement_init: tuple[tuple[Any, ...], dict[str, Any]] | None
+
+    def __init__(self, _placement_spec: WorkerSpec, *args: Any, **kwargs: Any) -> None:
+        self._placement_spec = _placement_spec
+        self._placement_init = None
+        host = _placement_spec.port_host or _node_ip()
+        if _placement_spec.port_blocks:
+            from placement_native.ports import reserve_ports
+
+            for name, (count, consecutive) in _placement_spec.port_blocks.items():
+                reservation = reserve_ports(count, host=host, consecutive=consecutive)
+                with _held_lock:
+                    _held[name] = reservation
+        if _placement_spec.defer_init:
+            self._placement_init = (args, kwargs)
+        else:
+            super().__init__(*args, **kwargs)
+
+    def _placement_report(self) -> dict[str, Any]:
+        """What this worker really sees: node, GPUs, environment, ports."""
+        import ray
+
+        context = ray.get_runtime_context()
+        names = (*REPORTED_ENV_VARS, *self._placement_spec.report_env)
+        labels = dict(context.get_node_labels() or {})
+        return {
+            "name": self._placement_spec.name,
+            "node_id": context.get_node_id(),
+            "node_rank_label": labels.get("node-rank"),
+            "ip": _node_ip(),
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "executable": sys.executable,
+            "ray_gpu_ids": assigned_gpu_ids(),
+            "env": {k: os.environ[k] for k in names if k in os.environ},
+            "ports": held_ports(),
+        }
+
+    def _placement_setup(
+        self, env: Mapping[str, str], args: Any = None, kwargs: Any = None
+    ) -> dict[str, Any]:
+        """Set ``env`` (values other workers reported), then run the deferred ``__init__``.
+
+        ``args``/``kwargs`` replace the constructor arguments where given.
+        """
+        os.environ.update({str(k): str(v) for k, v in env.items()})
+        if self._placement_init is None:
+            if not self._placement_spec.defer_init:
+                return self._placement_report()
+            raise ArgumentError(f"{self._placement_spec.name}: its __init__ already ran")
+        stored_args, stored_kwargs = self._placement_init
+        self._placement_init = None
+        call_args = stored_args if args is None else tuple(args)
+        call_kwargs = stored_kwargs if kwargs is None else dict(kwargs)
+        super().__init__(*call_args, **call_kwargs)
+        return self._placement_report()
+
+    def _placement_hand_over(self, name: str) -> tuple[int, ...]:
+        """Release the held port block ``name`` (see :func:`hand_over_ports`)."""
+        if name == MASTER_PORT_BLOCK:
+            return (hand_over_master_port(),)
+        return hand_over_ports(name)
+
+
+def wrap_class(cls: type) -> type:
+    """``cls`` with :class:`PlacementWorker` in front (a Ray actor class is unwrapped).
+
+    Returns:
+        A plain class to hand to ``ray.remote``; its constructor takes a
+        :class:`WorkerSpec` first, then the user's arguments.
+
+    Raises:
+        ArgumentError: ``cls`` is not a class.
+    """
+    original = _unwrap(cls)
+    if not isinstance(original, type):
+        raise ArgumentError(f"expected a class (or a @ray.remote class), got {cls!r}")
+    if issubclass(original, PlacementWorker):
+        return original
+    wrapped = type(original.__name__, (PlacementWorker, original), {})
+    wrapped.__module__ = original.__module__
+    wrapped.__qualname__ = original.__qualname__
+    return wrapped
+
+
+def _unwrap(cls: Any) -> Any:
+    metadata = getattr(cls, "__ray_metadata__", None)
+    if metadata is not None:
+        modified = metadata.modified_class
+        return getattr(modified, "__ray_actor_class__", modified)
+    return cls
+
+
+def actor_default_options(cls: Any) -> dict[str, Any]:
+    """The options a ``@ray.remote(...)`` class was declared with (empty for a plain one)."""
+    options = getattr(cls, "_default_options", None)
+    return dict(options) if isinstance(options, dict) else {}
