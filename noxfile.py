@@ -19,12 +19,14 @@ PYTHON = "3.11"
 ROOT = Path(__file__).parent
 CORE = "packages/placement-core"
 NATIVE = "packages/placement-native"
+RAY = "packages/placement-ray"
 TEST_DEPS = ["pytest>=8", "hypothesis>=6.100"]
 
 # What each package's test session installs (itself plus the packages it builds on).
 PACKAGE_INSTALLS = {
     "core": [CORE],
     "native": [NATIVE],
+    "ray": [CORE, NATIVE, RAY],
 }
 SOURCES = ["noxfile.py", "packages", "tests", "benchmarks", "examples"]
 
@@ -45,6 +47,10 @@ def typecheck(session: nox.Session) -> None:
         session.install("-e", path)
     session.run("mypy", "packages/placement-core/src")
     session.run("mypy", "packages/placement-native/src")
+    session.install("ray>=2.47")
+    session.run(
+        "mypy", "packages/placement-ray/src", env={"MYPYPATH": "packages/placement-native/src"}
+    )
 
 
 @nox.session(python=PYTHON)
@@ -118,6 +124,8 @@ def bench(session: nox.Session) -> None:
     session.install(NATIVE, env={"PLACEMENT_NATIVE_REQUIRE_EXTENSION": "1"})
     session.run("python", "benchmarks/bench_native_snapshot.py")
     session.run("python", "benchmarks/bench_native_ports.py")
+    session.install(RAY)
+    session.run("python", "benchmarks/bench_ray_probe.py")
 
 
 @nox.session(python=PYTHON)
