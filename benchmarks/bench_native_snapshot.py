@@ -34,14 +34,19 @@ TARGET_RATIO = 10.0
 TARGET_IMPORT_MS = 5.0
 
 
-def _per_call(fn: Callable[[], object], rounds: int, batch: int) -> float:
-    times = []
+def _alternating(
+    fast: Callable[[], object], slow: Callable[[], object], rounds: int, batch: int
+) -> tuple[float, float]:
+    """Median seconds per call of each, timed in alternating batches so that load on a
+    shared machine hits both alike."""
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        times.append((time.perf_counter() - start) / batch)
-    return statistics.median(times)
+        for fn, sink in ((fast, times[0]), (slow, times[1])):
+            start = time.perf_counter()
+            for _ in range(batch):
+                fn()
+            sink.append((time.perf_counter() - start) / batch)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def _import_us(module: str, runs: int) -> float:
@@ -78,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["PLACEMENT_NVML_LIBRARY"] = str(library)
         os.environ["FAKE_NVML_TOPOLOGY"] = str(topology)
 
-        from placement_native import _backend, _nvml_cffi, _nvml_pynvml, _snapshot
+        from placement_native import _backend, _host, _nvml_cffi, _nvml_pynvml, _snapshot
+
+        sysfs = _host.sysfs_root()
 
         if _backend.native_module is None:
             print("the compiled extension is not built: nothing to compare", file=sys.stderr)
@@ -100,13 +107,11 @@ def main(argv: list[str] | None = None) -> int:
             ),
             (
                 "NVML read alone",
-                lambda: _nvml_cffi.read(str(library)),
-                lambda: _nvml_pynvml.read(str(library)),
+                lambda: _nvml_cffi.read(str(library), sysfs),
+                lambda: _nvml_pynvml.read(str(library), sysfs),
             ),
         ):
-            fast_s = _per_call(fast, args.rounds, args.batch)
-            slow_s = _per_call(slow, args.rounds, args.batch)
-            rows.append((label, fast_s, slow_s))
+            rows.append((label, *_alternating(fast, slow, args.rounds, args.batch)))
 
     print(f"placement-native snapshot benchmark (median of {args.rounds} rounds x {args.batch})")
     print(f"{'measure':32} {'cffi':>10} {'nvidia-ml-py':>13} {'ratio':>8}")

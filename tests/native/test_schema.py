@@ -9,7 +9,7 @@ import fakelib
 import pytest
 
 from placement_native import Accelerator, Link, MigInstance, NodeSnapshot
-from placement_native._model import SCHEMA_VERSION
+from placement_native._model import SCHEMA_VERSION, record_maker
 
 Take = Callable[..., NodeSnapshot]
 
@@ -113,3 +113,28 @@ def test_link_lookup_takes_either_order() -> None:
     snap = _spec_example()
     assert snap.link(1, 0) is snap.link(0, 1) is snap.links[0]
     assert snap.link(0, 5) is None
+
+
+def test_record_maker_builds_the_same_frozen_records() -> None:
+    make_link = record_maker(Link)
+    assert make_link(0, 1, "PIX", 0, "OK") == Link(a=0, b=1, level="PIX", p2p="OK")
+    values = (
+        3,
+        "nvidia",
+        "m",
+        "GPU-3",
+        "0:1:0.0",
+        1,
+        0,
+        "0-3",
+        (9, 0),
+        True,
+        (),
+        ((1, 2),),
+        4,
+        None,
+    )
+    made = record_maker(Accelerator)(*values)
+    assert made == Accelerator(*values)
+    with pytest.raises(AttributeError):
+        made.index = 5  # type: ignore[misc]

@@ -264,12 +264,38 @@ static unsigned int raw_link_count[PN_NVML_MAX_GPUS];
 
 /* "00000000:18:00.0" -> one number (domain, bus, device, function), so bus ids compare
  * whatever their case or domain width; 0 when it does not parse. */
+static int hex_field(const char **p, char end, unsigned long long *value)
+{
+    const char *s = *p;
+    unsigned long long v = 0;
+    int digits = 0;
+    for (;; s++, digits++) {
+        int d = (*s >= '0' && *s <= '9')   ? *s - '0'
+                : (*s >= 'a' && *s <= 'f') ? *s - 'a' + 10
+                : (*s >= 'A' && *s <= 'F') ? *s - 'A' + 10
+                                           : -1;
+        if (d < 0)
+            break;
+        if (digits >= 8)
+            return 0;
+        v = v << 4 | (unsigned long long)d;
+    }
+    if (digits == 0 || *s != end)
+        return 0;
+    *p = s + (end != '\0');
+    *value = v;
+    return 1;
+}
+
+/* (sscanf would do, but it costs more than the rest of a GPU's NVLink bookkeeping.) */
 static unsigned long long bus_key(const char *bus_id)
 {
-    unsigned int domain, bus, device, function;
-    if (sscanf(bus_id, "%x:%x:%x.%x", &domain, &bus, &device, &function) != 4)
+    unsigned long long domain, bus, device, function;
+    const char *p = bus_id;
+    if (!hex_field(&p, ':', &domain) || !hex_field(&p, ':', &bus) || !hex_field(&p, '.', &device) ||
+        !hex_field(&p, '\0', &function) || bus > 0xff || device > 0xff || function > 0xff)
         return 0;
-    return ((unsigned long long)domain << 24 | bus << 16 | device << 8 | function) + 1;
+    return (domain << 24 | bus << 16 | device << 8 | function) + 1;
 }
 
 static void read_nvlinks(nvmlDevice_t dev, pn_nvml_gpu *g)
@@ -328,6 +354,18 @@ static void match_nvlinks(pn_nvml_snapshot *out)
                 g->nvlink_to[peer]++;
         }
     }
+    int *pair = out->pairs;
+    for (unsigned int i = 0; i < n; i++) {
+        const pn_nvml_gpu *a = &out->gpus[i];
+        for (unsigned int j = i + 1; j < n; j++, pair += 5) {
+            const pn_nvml_gpu *b = &out->gpus[j];
+            unsigned int links = a->nvlink_to[j] ? a->nvlink_to[j] : b->nvlink_to[i];
+            if (links == 0 && a->nvswitch_links && b->nvswitch_links)
+                links = a->nvswitch_links < b->nvswitch_links ? a->nvswitch_links
+                                                              : b->nvswitch_links;
+            pair[3] = (int)links;
+        }
+    }
 }
 
 static void read_gpu(unsigned int index, nvmlDevice_t *handle, pn_nvml_gpu *g)
@@ -365,34 +403,35 @@ static void read_gpu(unsigned int index, nvmlDevice_t *handle, pn_nvml_gpu *g)
     read_nvlinks(dev, g);
 }
 
+/* Fills out->pairs in (i, j) order; match_nvlinks adds the NVLink counts. */
 static void read_pairs(const nvmlDevice_t *handles, pn_nvml_snapshot *out)
 {
     const unsigned int n = out->gpu_count;
-    for (unsigned int i = 0; i < n; i++) {
-        for (unsigned int j = 0; j < n; j++) {
-            out->topology[i * PN_NVML_MAX_GPUS + j] = -1;
-            out->p2p_read[i * PN_NVML_MAX_GPUS + j] = -1;
-        }
-    }
+    int *pair = out->pairs;
     for (unsigned int i = 0; i < n; i++) {
         const pn_nvml_gpu *a = &out->gpus[i];
-        if (!a->has_handle || lost(&a->error))
-            continue;
-        for (unsigned int j = i + 1; j < n; j++) {
+        const int a_ok = a->has_handle && !lost(&a->error);
+        for (unsigned int j = i + 1; j < n; j++, pair += 5) {
             const pn_nvml_gpu *b = &out->gpus[j];
             int value = 0;
-            if (!b->has_handle || lost(&b->error))
+            pair[0] = (int)i;
+            pair[1] = (int)j;
+            pair[2] = -1;
+            pair[3] = 0;
+            pair[4] = -1;
+            if (!a_ok || !b->has_handle || lost(&b->error))
                 continue;
             if (api.DeviceGetTopologyCommonAncestor != NULL &&
                 api.DeviceGetTopologyCommonAncestor(handles[i], handles[j], &value) ==
                     NVML_SUCCESS)
-                out->topology[i * PN_NVML_MAX_GPUS + j] = value;
+                pair[2] = value;
             if (api.DeviceGetP2PStatus != NULL &&
                 api.DeviceGetP2PStatus(handles[i], handles[j], NVML_P2P_CAPS_INDEX_READ,
                                        &value) == NVML_SUCCESS)
-                out->p2p_read[i * PN_NVML_MAX_GPUS + j] = value;
+                pair[4] = value;
         }
     }
+    out->pair_count = (unsigned int)(pair - out->pairs) / 5;
 }
 
 static int read_locked(const char *path, pn_nvml_snapshot *out)
@@ -526,6 +565,7 @@ int pn_nvml_snapshot_read(const char *library_path, const char *sysfs_root,
     out->driver[0] = '\0';
     out->device_count = 0;
     out->gpu_count = 0;
+    out->pair_count = 0;
     read_host((sysfs_root != NULL && sysfs_root[0]) ? sysfs_root : "/sys", &out->host);
     pthread_mutex_lock(&lock);
     rc = read_locked(path, out);

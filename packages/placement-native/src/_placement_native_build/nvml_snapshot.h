@@ -8,6 +8,7 @@
 #define PLACEMENT_NATIVE_NVML_SNAPSHOT_H
 
 #define PN_NVML_MAX_GPUS 64
+#define PN_NVML_MAX_PAIRS (PN_NVML_MAX_GPUS * (PN_NVML_MAX_GPUS - 1) / 2)
 #define PN_NVML_MAX_MIG 8        /* at most 7 MIG devices per GPU today */
 #define PN_NVML_MAX_LINKS 36     /* NVML_NVLINK_MAX_LINKS of current nvml.h */
 #define PN_NVML_CPUSET_WORDS 64  /* 64-bit words: 4096 CPUs */
@@ -74,9 +75,12 @@ typedef struct {
     unsigned int device_count;        /* what NVML reports */
     unsigned int gpu_count;           /* entries filled: min(device_count, PN_NVML_MAX_GPUS) */
     pn_nvml_gpu gpus[PN_NVML_MAX_GPUS];  /* only [0, gpu_count) are written */
-    /* Pair (i, j) at [i * PN_NVML_MAX_GPUS + j] for i, j < gpu_count; -1 when unknown. */
-    int topology[PN_NVML_MAX_GPUS * PN_NVML_MAX_GPUS];  /* nvmlGpuTopologyLevel_t */
-    int p2p_read[PN_NVML_MAX_GPUS * PN_NVML_MAX_GPUS];  /* nvmlGpuP2PStatus_t */
+    /* Every pair i < j of the filled GPUs, in (i, j) order, as five ints: i, j,
+     * nvmlGpuTopologyLevel_t (-1 unknown), NVLinks between them (direct links, else the
+     * narrower side's links into a shared NVSwitch fabric: nvidia-smi's NV#; 0 for none),
+     * nvmlGpuP2PStatus_t for reads (-1 unknown). */
+    unsigned int pair_count;
+    int pairs[PN_NVML_MAX_PAIRS * 5];
 } pn_nvml_snapshot;
 
 /* Fill *out (which need not be zeroed: every field read is written) with the host facts

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from . import _host
 from ._log import get_logger
-from ._model import Accelerator, Link, MigInstance, NodeSnapshot
+from ._model import Accelerator, Link, MigInstance, NodeSnapshot, record_maker
 from ._raw import RawGpu, RawNode
 
 __all__ = ["P2P_NAMES", "TOPOLOGY_LEVELS", "assemble"]
@@ -18,16 +16,12 @@ TOPOLOGY_LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS
 # nvmlGpuP2PStatus_t -> the abbreviations of nvidia-smi topo -p2p r.
 P2P_NAMES = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DIS", 5: "NS", 6: "U"}
 
+_make_accelerator = record_maker(Accelerator)
+_make_link = record_maker(Link)
 
-def _accelerator(gpu: RawGpu, sysfs: Path | None) -> Accelerator:
-    numa, cpus = gpu.numa_node, None
-    if gpu.cpu_mask is not None:
-        cpus = _host.cpulist_from_mask(gpu.cpu_mask) or None
-    if (numa is None or cpus is None) and gpu.pci_bus_id:
-        sys_numa, sys_cpus = _host.pci_sysfs_affinity(gpu.pci_bus_id, sysfs)
-        numa = numa if numa is not None else sys_numa
-        cpus = cpus if cpus is not None else sys_cpus
-    migs = tuple(
+
+def _mig(gpu: RawGpu) -> tuple[MigInstance, ...]:
+    return tuple(
         MigInstance(
             index=m.slot,
             uuid=m.uuid,
@@ -39,56 +33,69 @@ def _accelerator(gpu: RawGpu, sysfs: Path | None) -> Accelerator:
         )
         for m in gpu.migs
     )
-    return Accelerator(
-        index=gpu.index,
-        model=gpu.name,
-        uuid=gpu.uuid,
-        pci_bus_id=gpu.pci_bus_id,
-        memory_bytes=gpu.memory_total,
-        numa_node=numa,
-        cpu_affinity=cpus,
-        compute_capability=gpu.compute_capability,
-        mig=gpu.mig_mode,
-        mig_instances=migs,
-        nvlink_peers=tuple(sorted(gpu.nvlink_peers.items())),
-        nvswitch_links=gpu.nvswitch_links,
-        error=None if gpu.error is None else str(gpu.error),
+
+
+def _accelerator(gpu: RawGpu, sysfs: str | None, cpulists: dict[int, str | None]) -> Accelerator:
+    numa, cpus = gpu.numa_node, None
+    mask = gpu.cpu_mask
+    if mask is not None:
+        cpus = cpulists.get(mask, "")
+        if cpus == "":  # GPUs of one NUMA node share a mask: format it once
+            cpus = cpulists[mask] = _host.cpulist_from_mask(mask) or None
+    if (numa is None or cpus is None) and gpu.pci_bus_id:
+        sys_numa, sys_cpus = _host.pci_sysfs_affinity(gpu.pci_bus_id, sysfs)
+        numa = numa if numa is not None else sys_numa
+        cpus = cpus if cpus is not None else sys_cpus
+    return _make_accelerator(
+        gpu.index,
+        "nvidia",
+        gpu.name,
+        gpu.uuid,
+        gpu.pci_bus_id,
+        gpu.memory_total,
+        numa,
+        cpus,
+        gpu.compute_capability,
+        gpu.mig_mode,
+        _mig(gpu) if gpu.migs else (),
+        tuple(sorted(gpu.nvlink_peers.items())) if gpu.nvlink_peers else (),
+        gpu.nvswitch_links,
+        None if gpu.error is None else str(gpu.error),
     )
 
 
-def assemble(raw: RawNode, *, source: str, sysfs: Path | None = None) -> NodeSnapshot:
+def _links(raw: RawNode) -> tuple[Link, ...]:
+    level_names, p2p_names, make = TOPOLOGY_LEVELS, P2P_NAMES, _make_link
+    links = []
+    for a, b, level, nvlinks, p2p in raw.pairs:
+        if level is None and p2p is None and not nvlinks:
+            continue  # nothing known about the pair (one of them refused every query)
+        links.append(
+            make(
+                a,
+                b,
+                None if level is None else level_names.get(level) or f"L{level}",
+                nvlinks,
+                None if p2p is None else p2p_names.get(p2p, "U"),
+            )
+        )
+    return tuple(links)
+
+
+def assemble(raw: RawNode, *, source: str, sysfs: str | None = None) -> NodeSnapshot:
     """Build the snapshot from what a backend read (NVML and the host facts)."""
     if raw.device_count > len(raw.gpus):
         logger.warning(
             "NVML reports %d GPUs; the snapshot holds the first %d", raw.device_count, len(raw.gpus)
         )
-    gpus = raw.gpus
-    links = []
-    for i, gi in enumerate(gpus):
-        for j in range(i + 1, len(gpus)):
-            gj = gpus[j]
-            direct = gi.nvlink_peers.get(gj.index, 0) or gj.nvlink_peers.get(gi.index, 0)
-            nvlinks = direct or min(gi.nvswitch_links, gj.nvswitch_links)
-            level = raw.topology.get((gi.index, gj.index))
-            p2p = raw.p2p_read.get((gi.index, gj.index))
-            if level is None and p2p is None and not nvlinks:
-                continue  # nothing known about the pair (one of them refused every query)
-            links.append(
-                Link(
-                    gi.index,
-                    gj.index,
-                    None if level is None else TOPOLOGY_LEVELS.get(level, f"L{level}"),
-                    nvlinks,
-                    None if p2p is None else P2P_NAMES.get(p2p, "U"),
-                )
-            )
+    cpulists: dict[int, str | None] = {}
     return NodeSnapshot(
         hostname=raw.hostname,
         ip=_host.primary_ip(raw.route_ip, raw.hostname),
         cpus=raw.cpus,
         numa_nodes=raw.numa_nodes,
-        accelerators=tuple(_accelerator(g, sysfs) for g in gpus),
-        links=tuple(links),
+        accelerators=tuple(_accelerator(g, sysfs, cpulists) for g in raw.gpus),
+        links=_links(raw),
         driver=raw.driver,
         source=source,
         nvml_error=None if raw.error is None else str(raw.error),

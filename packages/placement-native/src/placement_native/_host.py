@@ -40,10 +40,10 @@ _NVML_BUS_ID = re.compile(
 )
 
 
-def sysfs_root() -> Path:
+def sysfs_root() -> str:
     """Where sysfs is mounted: ``$PLACEMENT_SYSFS_ROOT`` (a host's /sys seen from a
     container, or a test tree), else ``/sys``."""
-    return Path(os.environ.get(SYSFS_ENV) or "/sys")
+    return os.environ.get(SYSFS_ENV) or "/sys"
 
 
 def hostname() -> str:
@@ -56,9 +56,9 @@ def cpu_count() -> int:
     return os.cpu_count() or 1
 
 
-def numa_node_count(sysfs: Path | None = None) -> int:
+def numa_node_count(sysfs: str | Path | None = None) -> int:
     """NUMA nodes the kernel reports; 1 where it reports none."""
-    node_dir = (sysfs or sysfs_root()) / "devices" / "system" / "node"
+    node_dir = Path(sysfs or sysfs_root()) / "devices" / "system" / "node"
     try:
         nodes = [p for p in node_dir.iterdir() if re.fullmatch(r"node\d+", p.name)]
     except OSError:
@@ -188,7 +188,9 @@ def cpulist_from_mask(mask: int) -> str:
     return ",".join(parts)
 
 
-def pci_sysfs_affinity(pci_bus_id: str, sysfs: Path | None = None) -> tuple[int | None, str | None]:
+def pci_sysfs_affinity(
+    pci_bus_id: str, sysfs: str | Path | None = None
+) -> tuple[int | None, str | None]:
     """``(numa_node, local_cpulist)`` of a PCI device from sysfs; None where unknown.
 
     Args:
@@ -200,7 +202,7 @@ def pci_sysfs_affinity(pci_bus_id: str, sysfs: Path | None = None) -> tuple[int 
         return None, None
     domain = int(match["domain"], 16)
     name = f"{domain:04x}:{match['bus']}:{match['dev']}.{match['fn']}".lower()
-    device = (sysfs or sysfs_root()) / "bus" / "pci" / "devices" / name
+    device = Path(sysfs or sysfs_root()) / "bus" / "pci" / "devices" / name
     numa: int | None = None
     cpulist: str | None = None
     try:

@@ -1,84 +1,136 @@
-"""The compiled backend: one call into C fills one struct; this module only unpacks it."""
+"""The compiled backend: one call into C fills one struct; this module only unpacks it.
+
+Reading a struct field by field through cffi costs more per GPU than the C call itself,
+so each GPU entry is decoded with one ``struct.unpack_from`` over the raw buffer, its
+layout (offsets, padding) taken from the compiled module at first use.
+"""
 
 from __future__ import annotations
 
+import struct
 import sys
-from pathlib import Path
 from typing import Any
 
 from ._backend import native_module
-from ._raw import RawGpu, RawMig, RawNode
+from ._raw import Pair, RawGpu, RawMig, RawNode
 from .errors import NVMLError, nvml_error
 
 __all__ = ["read"]
 
-_allocators: dict[int, Any] = {}
+_BYTEORDER = sys.byteorder
+
+# (field path in pn_nvml_gpu, how to decode it), in declaration order: "s" bytes of the
+# field's size, "I*" an unsigned int array, else a struct format code.
+_GPU_FIELDS = (
+    (("index",), "I"),
+    (("has_handle",), "i"),
+    (("error", "code"), "i"),
+    (("error", "function"), "s"),
+    (("name",), "s"),
+    (("uuid",), "s"),
+    (("pci_bus_id",), "s"),
+    (("has_memory",), "i"),
+    (("memory_total",), "Q"),
+    (("numa_node",), "i"),
+    (("has_cpu_affinity",), "i"),
+    (("cpu_affinity",), "s"),
+    (("cc_major",), "i"),
+    (("cc_minor",), "i"),
+    (("mig_mode",), "i"),
+    (("mig_count",), "I"),
+    (("nvlink_to",), "I*"),
+    (("nvswitch_links",), "I"),
+)
 
 
-def _new(ffi: Any, ctype: str) -> Any:
-    """Allocate without clearing: the C side writes every field this module reads, and the
-    struct is large enough (~300 KB) that zeroing it would cost more than the call."""
-    allocate = _allocators.get(id(ffi))
-    if allocate is None:
-        allocate = _allocators[id(ffi)] = ffi.new_allocator(should_clear_after_alloc=False)
-    return allocate(ctype)
+class _Layout:
+    """How to decode the compiled structs, measured from the compiled module."""
+
+    def __init__(self, ffi: Any, lib: Any) -> None:
+        parts, position = ["="], 0
+        for path, kind in _GPU_FIELDS:
+            offset = ffi.offsetof("pn_nvml_gpu", *path)
+            ctype: Any = ffi.typeof("pn_nvml_gpu")
+            for name in path:
+                ctype = dict(ctype.fields)[name].type
+            size = ffi.sizeof(ctype)
+            code = {"s": f"{size}s", "I*": f"{size // 4}I"}.get(kind, kind)
+            if offset > position:
+                parts.append(f"{offset - position}x")
+            parts.append(code)
+            position = offset + struct.calcsize("=" + code)
+        self.gpu = struct.Struct("".join(parts))
+        self.gpu_size = ffi.sizeof("pn_nvml_gpu")
+        self.gpus_offset = ffi.offsetof("pn_nvml_snapshot", "gpus")
+        # The C side writes every field read here: no need to clear ~300 KB per call.
+        self.new = ffi.new_allocator(should_clear_after_alloc=False)
 
 
-def _error(string: Any, err: Any, detail: str) -> NVMLError | None:
-    if err.code == 0:
-        return None
-    return nvml_error(err.code, string(err.function).decode(), detail)
+_layout: _Layout | None = None
 
 
-def _mig(string: Any, m: Any, gpu_index: int) -> RawMig:
+def _text(raw: bytes) -> str | None:
+    return raw.partition(b"\0")[0].decode("utf-8", "replace") or None
+
+
+def _error(code: int, function: bytes, detail: str) -> NVMLError | None:
+    return None if code == 0 else nvml_error(code, _text(function) or "?", detail)
+
+
+def _mig(ffi: Any, m: Any, gpu_index: int) -> RawMig:
     slot = m.slot
+    detail = f"GPU {gpu_index} MIG slot {slot}"
     return RawMig(
         slot=slot,
-        uuid=string(m.uuid).decode() or None,
-        name=string(m.name).decode() or None,
+        uuid=_text(ffi.string(m.uuid)),
+        name=_text(ffi.string(m.name)),
         memory_total=m.memory_total if m.has_memory else None,
         gpu_instance_id=m.gpu_instance_id if m.gpu_instance_id >= 0 else None,
         compute_instance_id=m.compute_instance_id if m.compute_instance_id >= 0 else None,
-        error=_error(string, m.error, f"GPU {gpu_index} MIG slot {slot}"),
+        error=_error(m.error.code, ffi.string(m.error.function), detail),
     )
 
 
-def _gpu(ffi: Any, g: Any, count: int) -> RawGpu:
-    string = ffi.string
-    index = g.index
-    gpu = RawGpu(index=index, error=_error(string, g.error, f"GPU {index}"))
-    if not g.has_handle:
-        return gpu
-    gpu.name = string(g.name).decode() or None
-    gpu.uuid = string(g.uuid).decode() or None
-    gpu.pci_bus_id = string(g.pci_bus_id).decode() or None
-    gpu.memory_total = g.memory_total if g.has_memory else None
-    numa = g.numa_node
-    gpu.numa_node = numa if numa >= 0 else None
-    if g.has_cpu_affinity:
-        gpu.cpu_mask = int.from_bytes(ffi.buffer(g.cpu_affinity), sys.byteorder)
-    if g.cc_major >= 0:
-        gpu.compute_capability = (g.cc_major, g.cc_minor)
-    gpu.mig_mode = bool(g.mig_mode)
-    if g.mig_count:
-        gpu.migs = [_mig(string, g.mig[k], index) for k in range(g.mig_count)]
-    gpu.nvlink_peers = {j: n for j, n in enumerate(ffi.unpack(g.nvlink_to, count)) if n}
-    gpu.nvswitch_links = g.nvswitch_links
-    return gpu
+def _gpu(values: tuple[Any, ...], count: int) -> RawGpu:
+    index, has_handle, code, function = values[:4]
+    error = None if code == 0 else nvml_error(code, _text(function) or "?", f"GPU {index}")
+    if not has_handle:
+        return RawGpu(index, error)
+    name, uuid, bus_id, has_memory, memory, numa, has_cpus, cpus = values[4:12]
+    cc_major, cc_minor, mig_mode = values[12:15]
+    peers = values[16 : 16 + count]
+    return RawGpu(
+        index,
+        error,
+        name.partition(b"\0")[0].decode("utf-8", "replace") or None,
+        uuid.partition(b"\0")[0].decode("utf-8", "replace") or None,
+        bus_id.partition(b"\0")[0].decode("utf-8", "replace") or None,
+        memory if has_memory else None,
+        numa if numa >= 0 else None,
+        int.from_bytes(cpus, _BYTEORDER) if has_cpus else None,
+        (cc_major, cc_minor) if cc_major >= 0 else None,
+        bool(mig_mode),
+        [],
+        {j: n for j, n in enumerate(peers) if n} if any(peers) else {},
+        values[-1],
+    )
 
 
-def read(library: str, sysfs: Path) -> RawNode:
+def read(library: str, sysfs: str) -> RawNode:
     """Read the host facts and this node's NVML view through the compiled extension.
 
     Args:
         library: Path or soname of libnvidia-ml to ``dlopen``.
         sysfs: Where sysfs is mounted.
     """
+    global _layout
     if native_module is None:
         raise RuntimeError("the compiled backend is not loaded")
     ffi, lib = native_module.ffi, native_module.lib
-    out = _new(ffi, "pn_nvml_snapshot *")
-    lib.pn_nvml_snapshot_read(library.encode(), str(sysfs).encode(), out)
+    layout = _layout or _Layout(ffi, lib)
+    _layout = layout
+    out = layout.new("pn_nvml_snapshot *")
+    lib.pn_nvml_snapshot_read(library.encode(), sysfs.encode(), out)
     host = out.host
     node = RawNode(
         hostname=ffi.string(host.hostname).decode("utf-8", "replace"),
@@ -86,24 +138,30 @@ def read(library: str, sysfs: Path) -> RawNode:
         numa_nodes=host.numa_nodes,
         route_ip=ffi.string(host.route_ip).decode() or None,
     )
-    if out.error.code:
-        node.error = _error(
-            ffi.string, out.error, ffi.string(out.detail).decode("utf-8", "replace")
-        )
+    error = out.error
+    if error.code:
+        detail = ffi.string(out.detail).decode("utf-8", "replace")
+        node.error = _error(error.code, ffi.string(error.function), detail)
         return node
     node.driver = ffi.string(out.driver).decode() or None
     node.device_count = out.device_count
     n = out.gpu_count
-    node.gpus = [_gpu(ffi, out.gpus[i], n) for i in range(n)]
-    stride = lib.PN_NVML_MAX_GPUS
-    topology, p2p = out.topology, out.p2p_read
+    buffer = ffi.buffer(out)
+    unpack_gpu, size, start = layout.gpu.unpack_from, layout.gpu_size, layout.gpus_offset
     for i in range(n):
-        row = i * stride
-        levels = ffi.unpack(topology + row, n)
-        statuses = ffi.unpack(p2p + row, n)
-        for j in range(i + 1, n):
-            if levels[j] >= 0:
-                node.topology[(i, j)] = levels[j]
-            if statuses[j] >= 0:
-                node.p2p_read[(i, j)] = statuses[j]
+        values = unpack_gpu(buffer, start + i * size)
+        gpu = _gpu(values, n)
+        if values[15]:  # mig_count
+            entry = out.gpus[i]
+            gpu.migs = [_mig(ffi, entry.mig[k], gpu.index) for k in range(entry.mig_count)]
+        node.gpus.append(gpu)
+    node.pairs = _pairs(ffi, out)
     return node
+
+
+def _pairs(ffi: Any, out: Any) -> list[Pair]:
+    flat = iter(ffi.unpack(out.pairs, 5 * out.pair_count))
+    return [
+        (i, j, level if level >= 0 else None, links, p2p if p2p >= 0 else None)
+        for i, j, level, links, p2p in zip(flat, flat, flat, flat, flat, strict=True)
+    ]

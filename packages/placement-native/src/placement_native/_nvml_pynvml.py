@@ -13,7 +13,6 @@ import ctypes
 import re
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from . import _host
@@ -104,13 +103,26 @@ def _bus_id(pci: Any) -> str | None:
     return _str(pci.busId) or _str(pci.busIdLegacy)
 
 
-_BUS_ID = re.compile(r"\s*([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-9a-fA-F]+)")
+_BUS_ID = re.compile(
+    r"([0-9a-fA-F]{1,8}):([0-9a-fA-F]{1,8}):([0-9a-fA-F]{1,8})\.([0-9a-fA-F]{1,8})"
+)
 
 
-def _bus_key(bus_id: str | None) -> tuple[int, ...] | None:
-    """A bus id as numbers, so ids compare whatever their case or domain width."""
-    match = _BUS_ID.match(bus_id or "")
-    return None if match is None else tuple(int(part, 16) for part in match.groups())
+def _bus_key(
+    bus_id: str | None, cache: dict[str, tuple[int, ...] | None]
+) -> tuple[int, ...] | None:
+    """A bus id as numbers, so ids compare whatever their case or domain width (as
+    ``bus_key`` in C); None when it does not parse."""
+    if bus_id is None:
+        return None
+    if bus_id in cache:
+        return cache[bus_id]
+    match = _BUS_ID.fullmatch(bus_id)
+    key = None if match is None else tuple(int(part, 16) for part in match.groups())
+    if key is not None and max(key[1:]) > 0xFF:
+        key = None
+    cache[bus_id] = key
+    return key
 
 
 def _match_nvlinks(gpus: list[RawGpu], links: list[list[tuple[str, int | None]]]) -> None:
@@ -120,14 +132,15 @@ def _match_nvlinks(gpus: list[RawGpu], links: list[list[tuple[str, int | None]]]
     not say otherwise); at the fabric when the far end is an NVSwitch, or, on drivers that
     cannot tell, anything that is not a GPU of this node (as ``match_nvlinks`` in C).
     """
+    cache: dict[str, tuple[int, ...] | None] = {}
     keys: dict[tuple[int, ...], int] = {}
     for gpu in gpus:
-        key = _bus_key(gpu.pci_bus_id)
+        key = _bus_key(gpu.pci_bus_id, cache)
         if key is not None:
             keys.setdefault(key, gpu.index)
     for gpu, gpu_links in zip(gpus, links, strict=True):
         for remote, kind in gpu_links:
-            key = _bus_key(remote)
+            key = _bus_key(remote, cache)
             peer = None if key is None else keys.get(key)
             if kind == NVLINK_DEVICE_TYPE_SWITCH or (kind is None and peer is None):
                 gpu.nvswitch_links += 1
@@ -286,27 +299,30 @@ class _Reader:
         return gpu, (None if t.lost else dev), links
 
     def pairs(self, node: RawNode, handles: list[Any]) -> None:
-        nv = self.nv
+        """Topology level, P2P status and NVLink count of every pair (as ``read_pairs``
+        and ``match_nvlinks`` in C)."""
+        nv, gpus = self.nv, node.gpus
         for i, a in enumerate(handles):
-            if a is None:
-                continue
             for j in range(i + 1, len(handles)):
                 b = handles[j]
-                if b is None:
-                    continue
-                with contextlib.suppress(nv.NVMLError):
-                    node.topology[(i, j)] = int(nv.nvmlDeviceGetTopologyCommonAncestor(a, b))
-                with contextlib.suppress(nv.NVMLError):
-                    node.p2p_read[(i, j)] = int(
-                        nv.nvmlDeviceGetP2PStatus(a, b, NVML_P2P_CAPS_INDEX_READ)
-                    )
+                level = status = None
+                if a is not None and b is not None:
+                    with contextlib.suppress(nv.NVMLError):
+                        level = int(nv.nvmlDeviceGetTopologyCommonAncestor(a, b))
+                    with contextlib.suppress(nv.NVMLError):
+                        status = int(nv.nvmlDeviceGetP2PStatus(a, b, NVML_P2P_CAPS_INDEX_READ))
+                gi, gj = gpus[i], gpus[j]
+                links = gi.nvlink_peers.get(j, 0) or gj.nvlink_peers.get(i, 0)
+                if not links and gi.nvswitch_links and gj.nvswitch_links:
+                    links = min(gi.nvswitch_links, gj.nvswitch_links)
+                node.pairs.append((i, j, level, links, status))
 
 
 def _opt(convert: Callable[[Any], Any], value: Any) -> Any:
     return None if value is ABSENT else convert(value)
 
 
-def read(library: str, sysfs: Path) -> RawNode:
+def read(library: str, sysfs: str) -> RawNode:
     """Read the host facts and this node's NVML view through nvidia-ml-py.
 
     Args:
@@ -347,8 +363,8 @@ def read(library: str, sysfs: Path) -> RawNode:
                 node.gpus.append(gpu)
                 handles.append(handle)
                 links.append(gpu_links)
-            reader.pairs(node, handles)
             _match_nvlinks(node.gpus, links)
+            reader.pairs(node, handles)
         finally:
             pynvml.nvmlShutdown()
     return node

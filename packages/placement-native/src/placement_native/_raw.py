@@ -15,6 +15,7 @@ __all__ = [
     "NVML_NOT_SUPPORTED",
     "OPTIONAL_ABSENT",
     "REQUIRED_SYMBOLS",
+    "Pair",
     "RawGpu",
     "RawMig",
     "RawNode",
@@ -33,6 +34,7 @@ REQUIRED_SYMBOLS = (
     "nvmlDeviceGetHandleByIndex_v2",
 )
 DEFAULT_LIBRARY = "libnvidia-ml.so.1"
+Pair = tuple[int, int, int | None, int, int | None]
 LIBRARY_ENV = "PLACEMENT_NVML_LIBRARY"
 
 
@@ -75,6 +77,6 @@ class RawNode:
     driver: str | None = None
     device_count: int = 0
     gpus: list[RawGpu] = field(default_factory=list)
-    # (i, j) with i < j -> nvmlGpuTopologyLevel_t / nvmlGpuP2PStatus_t (read caps)
-    topology: dict[tuple[int, int], int] = field(default_factory=dict)
-    p2p_read: dict[tuple[int, int], int] = field(default_factory=dict)
+    # one per GPU pair i < j: (i, j, nvmlGpuTopologyLevel_t or None, NVLinks (direct, else
+    # the narrower side's into a shared NVSwitch fabric), nvmlGpuP2PStatus_t or None)
+    pairs: list[Pair] = field(default_factory=list)

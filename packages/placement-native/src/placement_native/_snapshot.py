@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from collections.abc import Callable
 
 from . import _backend, _host
 from ._assemble import assemble
@@ -16,6 +16,7 @@ __all__ = ["library_path", "snapshot", "take"]
 logger = get_logger(__name__)
 
 SOURCES = {"cffi": "nvml-cffi", "purepython": "nvml-pynvml"}
+_READERS: dict[str, Callable[[str, str], RawNode]] = {}
 
 
 def library_path() -> str:
@@ -23,16 +24,23 @@ def library_path() -> str:
     return os.environ.get(LIBRARY_ENV) or DEFAULT_LIBRARY
 
 
-def _read(backend: str, library: str, sysfs: Path) -> RawNode:
+def _reader(backend: str) -> Callable[[str, str], RawNode]:
+    """The read function of a backend, imported on first use."""
+    reader = _READERS.get(backend)
+    if reader is not None:
+        return reader
     if backend == "cffi":
         from . import _nvml_cffi
 
-        return _nvml_cffi.read(library, sysfs)
-    if backend == "purepython":
+        reader = _nvml_cffi.read
+    elif backend == "purepython":
         from . import _nvml_pynvml
 
-        return _nvml_pynvml.read(library, sysfs)
-    raise ValueError(f"backend must be 'cffi' or 'purepython', got {backend!r}")
+        reader = _nvml_pynvml.read
+    else:
+        raise ValueError(f"backend must be 'cffi' or 'purepython', got {backend!r}")
+    _READERS[backend] = reader
+    return reader
 
 
 def _raise_first(raw: RawNode) -> None:
@@ -49,7 +57,7 @@ def _raise_first(raw: RawNode) -> None:
 def take(backend: str, *, strict: bool = False) -> NodeSnapshot:
     """A snapshot read through the named backend (``cffi`` or ``purepython``)."""
     sysfs = _host.sysfs_root()
-    raw = _read(backend, library_path(), sysfs)
+    raw = _reader(backend)(library_path(), sysfs)
     if strict:
         _raise_first(raw)
     if raw.error is not None:
