@@ -43,8 +43,12 @@ def use_node(
 ) -> Callable[[fakelib.Topology], Path]:
     """Point both backends at the fake library serving the given topology."""
 
+    written = iter(range(1_000_000))
+
     def use(topology: fakelib.Topology) -> Path:
-        path = topology.write(tmp_path / "topology.txt")
+        # A new file each time: the fake re-reads a topology when its path or stat changes,
+        # and two writes within one timestamp tick could otherwise look unchanged.
+        path = topology.write(tmp_path / f"topology-{next(written)}.txt")
         monkeypatch.setenv("FAKE_NVML_TOPOLOGY", str(path))
         library = fake_nvml_libs["old" if topology.old_driver else "current"]
         monkeypatch.setenv("PLACEMENT_NVML_LIBRARY", str(library))

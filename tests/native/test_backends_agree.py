@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import fakelib
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from placement_native import _backend, _snapshot
 
@@ -57,3 +60,72 @@ def test_switching_libraries_between_snapshots_follows_the_setting(
         use_node(topology)
         for backend in ("cffi", "purepython"):
             assert len(_snapshot.take(backend).accelerators) == len(topology.gpus)
+
+
+def _random_topology(draw: st.DrawFn) -> fakelib.Topology:
+    count = draw(st.integers(min_value=0, max_value=6))
+    buses = [f"00000000:{0x10 + 0x11 * i:02X}:00.0" for i in range(count)]
+    switch = "00000000:05:00.0"
+    codes = st.sampled_from([2, 4, 15, 999])
+    functions = st.sampled_from(
+        [
+            "nvmlDeviceGetHandleByIndex_v2",
+            "nvmlDeviceGetUUID",
+            "nvmlDeviceGetMemoryInfo",
+            "nvmlDeviceGetNumaNodeId",
+            "nvmlDeviceGetNvLinkState",
+            "nvmlDeviceGetMigMode",
+            "nvmlDeviceGetTopologyCommonAncestor",
+        ]
+    )
+    gpus = []
+    for i in range(count):
+        links = []
+        slots = draw(st.integers(min_value=0, max_value=6))
+        for k in range(slots):
+            target = draw(st.sampled_from([*buses, switch, "00000000:EE:00.0"]))
+            kind = fakelib.LINK_SWITCH if target == switch else fakelib.LINK_GPU
+            links.append((k, draw(st.integers(0, 1)), kind, target))
+        mig = draw(st.sampled_from([None, False, True]))
+        gpus.append(
+            fakelib.FakeGpu(
+                uuid=f"GPU-{i}",
+                bus=buses[i],
+                numa=draw(st.sampled_from([None, 0, 1])),
+                cpus=draw(st.sampled_from([None, "0-3", "4-7,64-71"])),
+                mig=mig,
+                mig_slots=3 if mig else 0,
+                mig_devices=[(1, 1, 0, 1 << 30, f"MIG-{i}", "MIG 1g.10gb")] if mig else [],
+                link_slots=slots,
+                links=links,
+                fail=draw(st.dictionaries(functions, codes, max_size=2)),
+            )
+        )
+    levels = {
+        (a, b): draw(st.sampled_from([10, 20, 30, 40, 50]))
+        for a in range(count)
+        for b in range(a + 1, count)
+    }
+    p2p = {pair: draw(st.sampled_from([0, 1, 5])) for pair in levels}
+    return fakelib.Topology(gpus=gpus, levels=levels, p2p=p2p, old_driver=draw(st.booleans()))
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_backends_agree_on_random_nodes(
+    data: st.DataObject, use_node: Callable[[fakelib.Topology], Path]
+) -> None:
+    use_node(data.draw(st.composite(_random_topology)()))
+    compiled = _snapshot.take("cffi")
+    fallback = _snapshot.take("purepython")
+    assert dataclasses.replace(fallback, source="nvml-cffi") == compiled
+
+
+def test_snapshots_from_many_threads_agree(use_node: Callable[[fakelib.Topology], Path]) -> None:
+    use_node(fakelib.dgx_h100())
+    expected = _snapshot.take("cffi")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda _: _snapshot.take("cffi"), range(32)))
+    assert all(result == expected for result in results)
