@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -521,3 +521,27 @@ def setup_workers(
             workers=failures,
         )
     return reports
+
+
+def boot(
+    workers: Sequence[Worker],
+    late_env: Callable[[int, Worker, Sequence[Mapping[str, Any]]], Mapping[str, str]],
+    *,
+    args: Sequence[Sequence[Any] | None] | None = None,
+    kwargs: Sequence[Mapping[str, Any] | None] | None = None,
+    timeout_s: float | None = 120.0,
+) -> list[dict[str, Any]]:
+    """Start deferred workers: wait for them, then send each what the others reported.
+
+    ``late_env(i, worker, first_reports)`` gives worker ``i`` the variables only known once
+    every worker has started (a master port rank 0 holds, node 0's ``dist_init_addr``).
+
+    Returns:
+        Each worker's report after its ``__init__`` ran.
+
+    Raises:
+        WorkerStartError: a worker did not start or its ``__init__`` failed; all stopped.
+    """
+    first = wait_started(workers, timeout_s=timeout_s)
+    envs = [dict(late_env(i, w, first)) for i, w in enumerate(workers)]
+    return setup_workers(workers, envs, args=args, kwargs=kwargs, timeout_s=timeout_s)

@@ -37,7 +37,7 @@ from placement_core.env import visibility_env
 from placement_core.plan import Plan, plan
 from placement_core.records import Placement
 
-from .allocate import Worker, allocate, check_interpreters, release, setup_workers, wait_started
+from .allocate import Worker, allocate, boot, check_interpreters, release
 from .colocation import GpuShare, check_shares, default_share, ledger, shared_ranks, validate_share
 from .errors import ArgumentError
 from .groups import OrderedPlacementGroup, create_placement_group
@@ -479,17 +479,17 @@ def launch(
                     defer_init=True,
                 )
             )
-        reports = wait_started(started, timeout_s=timeout_s)
         ports: dict[str, int | None] = dict.fromkeys(components)
-        for worker, report in zip(started, reports, strict=True):
-            held = report.get("ports", {}).get(MASTER_PORT_BLOCK)
-            if held:
-                ports[worker.component] = int(held[0])
-        late_env = [
-            {"MASTER_PORT": str(ports[w.component])} if ports[w.component] is not None else {}
-            for w in started
-        ]
-        reports = setup_workers(started, late_env, timeout_s=timeout_s)
+
+        def master(i: int, worker: Worker, first: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+            if not master_port:
+                return {}
+            if ports[worker.component] is None:
+                rank0 = next(j for j, w in enumerate(started) if w.component == worker.component)
+                ports[worker.component] = int(first[rank0]["ports"][MASTER_PORT_BLOCK][0])
+            return {"MASTER_PORT": str(ports[worker.component])}
+
+        reports = boot(started, master, timeout_s=timeout_s)
     except BaseException:
         release(started)
         if group is not None:

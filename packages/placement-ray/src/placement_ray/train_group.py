@@ -1,0 +1,252 @@
+"""slime's train group (``RayTrainGroup``) on ``create_placement_groups``' actor role.
+
+Rank r sits in ordered bundle r (ordered by node rank and physical GPU) with a fractional
+GPU share (colocate: 0.4 by default, so trainer 0.4 + critic 0.4 + rollout 0.2 fit one
+GPU; disaggregated: 1), sees exactly its bundle's GPU, and gets SPEC 8's environment.
+Rank 0's node gives ``MASTER_ADDR``; rank 0 holds ``MASTER_PORT`` until hand-over.
+``init/train/eval/save/update_weights/offload/onload`` run on every rank concurrently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from placement_core.env import worker_env
+from placement_core.records import Placement
+
+from .allocate import Worker, allocate, boot, release
+from .colocation import GpuShare, check_shares, ledger, validate_share
+from .errors import ArgumentError
+from .slime import RoleBundles, SlimeLayout
+from .worker import MASTER_PORT_BLOCK
+from .worker_group import WorkerGroup
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
+
+__all__ = [
+    "COLOCATE_TRAIN_SHARE",
+    "TrainGroup",
+    "bundle_placements",
+    "create_train_group",
+    "used_shares",
+]
+
+COLOCATE_TRAIN_SHARE = 0.4
+"""Default GPU share of a train actor when training and rollout share GPUs."""
+
+
+class TrainGroup(WorkerGroup):
+    """A ``WorkerGroup`` of train actors with slime's calls (all ranks, concurrently).
+
+    Each ``name(...)`` waits and returns the results in rank order; ``async_name(...)``
+    returns the object refs at once.
+    """
+
+    def init(self, *args: Any, timeout_s: float | None = None, **kwargs: Any) -> list[Any]:
+        """``init`` on every rank."""
+        return self.execute("init", *args, timeout_s=timeout_s, **kwargs)
+
+    def train(self, *args: Any, timeout_s: float | None = None, **kwargs: Any) -> list[Any]:
+        """``train`` on every rank."""
+        return self.execute("train", *args, timeout_s=timeout_s, **kwargs)
+
+    def eval(self, *args: Any, timeout_s: float | None = None, **kwargs: Any) -> list[Any]:
+        """``eval`` on every rank."""
+        return self.execute("eval", *args, timeout_s=timeout_s, **kwargs)
+
+    def save(self, *args: Any, timeout_s: float | None = None, **kwargs: Any) -> list[Any]:
+        """``save`` on every rank."""
+        return self.execute("save", *args, timeout_s=timeout_s, **kwargs)
+
+    def update_weights(
+        self, *args: Any, timeout_s: float | None = None, **kwargs: Any
+    ) -> list[Any]:
+        """``update_weights`` on every rank."""
+        return self.execute("update_weights", *args, timeout_s=timeout_s, **kwargs)
+
+    def offload(self, *args: Any, timeout_s: float | None = None, **kwargs: Any) -> list[Any]:
+        """``offload`` on every rank."""
+        return self.execute("offload", *args, timeout_s=timeout_s, **kwargs)
+
+    def onload(self, *args: Any, timeout_s: float | None = None, **kwargs: Any) -> list[Any]:
+        """``onload`` on every rank."""
+        return self.execute("onload", *args, timeout_s=timeout_s, **kwargs)
+
+    def async_init(self, *args: Any, **kwargs: Any) -> list[Any]:
+        """``init`` on every rank; the object refs."""
+        return self.execute_async("init", *args, **kwargs)
+
+    def async_train(self, *args: Any, **kwargs: Any) -> list[Any]:
+        """``train`` on every rank; the object refs."""
+        return self.execute_async("train", *args, **kwargs)
+
+    def async_eval(self, *args: Any, **kwargs: Any) -> list[Any]:
+        """``eval`` on every rank; the object refs."""
+        return self.execute_async("eval", *args, **kwargs)
+
+    def async_update_weights(self, *args: Any, **kwargs: Any) -> list[Any]:
+        """``update_weights`` on every rank; the object refs."""
+        return self.execute_async("update_weights", *args, **kwargs)
+
+
+def bundle_placements(
+    cluster: Cluster, gpus: Sequence[tuple[int, tuple[int, ...]]], *, group: str = "cluster"
+) -> tuple[Placement, ...]:
+    """Placement records (SPEC 7) for workers given as ``(node rank, GPU ids)`` by rank."""
+    counts: dict[int, int] = {}
+    order: dict[int, int] = {}
+    for node_rank, _ in gpus:
+        counts[node_rank] = counts.get(node_rank, 0) + 1
+        order.setdefault(node_rank, len(order))
+    seen: dict[int, int] = {}
+    out = []
+    for rank, (node_rank, ids) in enumerate(gpus):
+        node = cluster.node(node_rank)
+        local = seen.get(node_rank, 0)
+        seen[node_rank] = local + 1
+        out.append(
+            Placement(
+                rank=rank,
+                node_rank=node_rank,
+                node_id=node.node_id,
+                placement_node_rank=order[node_rank],
+                local_rank=local,
+                local_world_size=counts[node_rank],
+                hardware_ranks=ids,
+                visible_accelerators=ids,
+                local_accelerator_rank=ids[0] if ids else -1,
+                accelerator_type=(node.accelerator_type or "nvidia") if ids else None,
+                node_group=group,
+                isolate_accelerator=True,
+            )
+        )
+    return tuple(out)
+
+
+def used_shares(bundles: RoleBundles) -> dict[tuple[int, int], float]:
+    """GPU shares already handed out on a role's bundles, by ``(node rank, GPU)``."""
+    used = ledger.used(bundles.pg.id.hex())
+    return {
+        (node_rank, gpu): used[index]
+        for index, node_rank, gpu in zip(
+            bundles.bundle_indices, bundles.node_ranks, bundles.gpu_ids, strict=True
+        )
+        if index in used
+    }
+
+
+def create_train_group(
+    layout: SlimeLayout,
+    actor_cls: Any,
+    *,
+    cluster: Cluster | None = None,
+    role: str = "actor",
+    num_gpus_per_actor: float | None = None,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    env_vars: Mapping[str, str] | None = None,
+    master_port: bool = True,
+    timeout_s: float | None = 120.0,
+) -> TrainGroup:
+    """Start one train actor per bundle of ``layout[role]``; rank r in ordered bundle r.
+
+    Args:
+        layout: From ``create_placement_groups``.
+        actor_cls: The train actor class (plain or ``@ray.remote``).
+        cluster: The job's cluster view (default: ``Cluster()``).
+        role: The layout role to use (``actor``; a critic uses the same bundles).
+        num_gpus_per_actor: GPU share per actor (default 0.4 colocated, else 1).
+        args: Constructor arguments for every rank.
+        kwargs: Constructor keyword arguments for every rank.
+        env_vars: Extra environment for every rank (reserved names are an error).
+        master_port: Rank 0 holds a ``MASTER_PORT`` until hand-over.
+        timeout_s: Limit for the actors to start (and, separately, their ``__init__``).
+
+    Raises:
+        ArgumentError: the role has no bundles, or a bad share.
+        OversubscribedGPUError: with the shares already on these GPUs, one would exceed 1.
+        WorkerStartError: actors did not start or their ``__init__`` failed.
+    """
+    if cluster is None:
+        from .cluster import Cluster
+
+        cluster = Cluster()
+    bundles = layout[role]
+    if not len(bundles):
+        raise ArgumentError(f"role: the {layout.mode} layout gives {role!r} no bundles")
+    default = COLOCATE_TRAIN_SHARE if layout.mode == "colocate" else 1.0
+    share = validate_share(
+        "num_gpus_per_actor", default if num_gpus_per_actor is None else num_gpus_per_actor
+    )
+    check_shares(
+        (
+            GpuShare(f"{role} rank {r}", node_rank, gpu, share)
+            for r, (node_rank, gpu) in enumerate(
+                zip(bundles.node_ranks, bundles.gpu_ids, strict=True)
+            )
+        ),
+        already=used_shares(bundles),
+    )
+    placements = bundle_placements(
+        cluster, [(n, (g,)) for n, g in zip(bundles.node_ranks, bundles.gpu_ids, strict=True)]
+    )
+    master_addr = _addr(cluster, placements[0].node_rank)
+    workers: list[Worker] = []
+    try:
+        for p, index in zip(placements, bundles.bundle_indices, strict=True):
+            env = worker_env(
+                p,
+                world_size=len(placements),
+                master_addr=master_addr,
+                user_env=dict(env_vars or {}),
+                path="env_vars",
+            )
+            env["PLACEMENT_COMPONENT"] = role
+            workers.append(
+                allocate(
+                    actor_cls,
+                    f"{role} rank {p.rank}",
+                    p.node_rank,
+                    p.hardware_ranks,
+                    env,
+                    args,
+                    kwargs,
+                    cluster=cluster,
+                    bundle=(bundles.pg, index),
+                    gpu_share=share,
+                    component=role,
+                    rank=p.rank,
+                    port_blocks={MASTER_PORT_BLOCK: (1, False)}
+                    if master_port and p.rank == 0
+                    else {},
+                    defer_init=True,
+                )
+            )
+        port: list[int] = []
+
+        def master(i: int, worker: Worker, first: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+            if not master_port:
+                return {}
+            if not port:
+                port.append(int(first[0]["ports"][MASTER_PORT_BLOCK][0]))
+            return {"MASTER_PORT": str(port[0])}
+
+        reports = boot(workers, master, timeout_s=timeout_s)
+    except BaseException:
+        release(workers)
+        raise
+    return TrainGroup(
+        role,
+        workers,
+        cluster=cluster,
+        reports=reports,
+        master_addr=master_addr,
+        master_port=port[0] if port else None,
+    )
+
+
+def _addr(cluster: Cluster, node_rank: int) -> str:
+    node = cluster.node(node_rank)
+    return node.ip or node.hostname or node.node_id
