@@ -3,8 +3,10 @@
 A :class:`Placement` is a frozen, slotted dataclass. Plans hold up to millions of them,
 so :func:`build_placements` avoids the dataclass ``__init__`` (one
 ``object.__setattr__`` per field): it fills a layout-identical mutable twin and then
-switches the object's class, and pauses the cyclic garbage collector while it
-allocates (each full collection would walk every record built so far).
+switches the object's class, builds the records of one node and group with ``map()``
+over ``repeat()`` (no bytecode loop per record), shares equal tuples between records,
+and pauses the cyclic garbage collector while it allocates (each collection would walk
+every record built so far). Together about 0.5 µs per record.
 """
 
 from __future__ import annotations
