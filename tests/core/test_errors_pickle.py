@@ -10,12 +10,12 @@ import pkgutil
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 import placement_core
-from placement_core._problems import Issues
-from placement_core.errors import ConfigError, PlacementError, PlacementSyntaxError, Problem
+from placement_core.errors import PlacementError, Problem
 
 
 def _exception_classes() -> list[type[BaseException]]:
@@ -30,23 +30,24 @@ def _exception_classes() -> list[type[BaseException]]:
     return [found[name] for name in sorted(found)]
 
 
-SAMPLES: dict[type[BaseException], Callable[[], BaseException]] = {
-    ConfigError: lambda: ConfigError(
+# Classes whose constructor is not ``(reason, *, path=None)``, by class name.
+SAMPLES: dict[str, Callable[[type[Any]], BaseException]] = {
+    "ConfigError": lambda cls: cls(
         [
             Problem("cluster.node_groups[1].label", "label 'node' is reserved", "node"),
             Problem("cluster.num_nodes", "expected an int > 0", 0),
         ]
     ),
-    Issues: lambda: Issues([(".node_ranks", "node 9 is out of range", 9)]),
-    PlacementSyntaxError: lambda: PlacementSyntaxError(
+    "Issues": lambda cls: cls([(".node_ranks", "node 9 is out of range", 9)]),
+    "PlacementSyntaxError": lambda cls: cls(
         "expected INT", source="0-3:a", span=(4, 5), path="cluster.component_placement.x"
     ),
 }
 
 
 def _sample(cls: type[BaseException]) -> BaseException:
-    if cls in SAMPLES:
-        return SAMPLES[cls]()
+    if cls.__name__ in SAMPLES:
+        return SAMPLES[cls.__name__](cls)
     if issubclass(cls, PlacementError):
         return cls("something is wrong", path="cluster.component_placement.actor")
     pytest.fail(f"add a sample instance of {cls.__qualname__} to SAMPLES")
