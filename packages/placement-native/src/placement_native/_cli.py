@@ -10,6 +10,7 @@ Commands:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -135,10 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.command == "topo":
-        print(render_topology(snap))
+        text = render_topology(snap)
     elif args.json:
-        print(snap.to_json(indent=2))
+        text = snap.to_json(indent=2)
     else:
-        print(render_snapshot(snap))
-        print(f"backend {_backend.BACKEND}")
+        text = f"{render_snapshot(snap)}\nbackend {_backend.BACKEND}"
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # `... | head`: the reader is gone, which is not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
