@@ -83,8 +83,10 @@ def _random_topology(draw: st.DrawFn) -> fakelib.Topology:
         links = []
         slots = draw(st.integers(min_value=0, max_value=6))
         for k in range(slots):
-            target = draw(st.sampled_from([*buses, switch, "00000000:EE:00.0"]))
+            target = draw(st.sampled_from([*buses, switch, "00000000:EE:00.0", "garbage"]))
             kind = fakelib.LINK_SWITCH if target == switch else fakelib.LINK_GPU
+            if draw(st.booleans()):  # the same bus id as another driver may spell it
+                target = target[4:].lower()
             links.append((k, draw(st.integers(0, 1)), kind, target))
         mig = draw(st.sampled_from([None, False, True]))
         gpus.append(

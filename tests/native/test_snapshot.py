@@ -277,3 +277,14 @@ def test_host_facts_are_filled_without_nvml(take: Take) -> None:
     assert snap.ip
     assert snap.cpus >= 1
     assert snap.numa_nodes >= 1
+
+
+def test_remote_bus_ids_match_whatever_their_case_or_domain_width(take: Take) -> None:
+    topology = fakelib.old_driver()
+    topology.gpus[0].links = [
+        (0, 1, fakelib.LINK_GPU, "0000:5e:00.0"),
+        (1, 1, fakelib.LINK_GPU, "00000000:5E:00.0"),
+    ]
+    snap = take(topology)
+    assert snap.accelerators[0].nvlink_peers == ((1, 2),)
+    assert snap.accelerators[0].nvswitch_links == 0
