@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import errno
 import gc
+import os
 import pickle
+import resource
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -483,3 +485,15 @@ def test_reserved_ports_are_free_distinct_and_in_range(
     finally:
         for sock in listeners:
             sock.close()
+
+
+def test_running_out_of_file_descriptors_is_a_clear_error(backend: str) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    open_now = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (open_now + 8, hard))
+    try:
+        with pytest.raises(NoFreePortsError, match="every held port keeps one file descriptor"):
+            reserve_ports(20, start=LOW, end=HIGH)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert _bindable(find_free_ports(1, start=LOW, end=HIGH)[0])

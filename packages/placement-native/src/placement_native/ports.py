@@ -119,7 +119,15 @@ def _hold(host: _Host, port: int) -> socket.socket | None:
     then fails. A plain bind only succeeds on a port nobody holds, and once we listen, no
     one else can bind it, SO_REUSEADDR or not (SO_REUSEPORT needs it set on our socket too).
     """
-    sock = socket.socket(host.family, socket.SOCK_STREAM)
+    try:
+        sock = socket.socket(host.family, socket.SOCK_STREAM)
+    except OSError as exc:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            raise NoFreePortsError(
+                f"cannot open a socket to hold port {port}: {exc.strerror} (every held port "
+                f"keeps one file descriptor open; release ports or raise RLIMIT_NOFILE)"
+            ) from exc
+        raise
     try:
         sock.bind(host.sockaddr(port))
         sock.listen(1)
