@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -288,3 +289,14 @@ def test_remote_bus_ids_match_whatever_their_case_or_domain_width(take: Take) ->
     snap = take(topology)
     assert snap.accelerators[0].nvlink_peers == ((1, 2),)
     assert snap.accelerators[0].nvswitch_links == 0
+
+
+def test_fallback_without_nvidia_ml_py_reports_it(
+    use_node: Callable[[fakelib.Topology], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_node(fakelib.dgx_h100())
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    snap = _snapshot.take("purepython")
+    assert snap.accelerators == ()
+    assert snap.nvml_error is not None
+    assert snap.nvml_error.startswith("import pynvml failed: NVML_ERROR_LIBRARY_NOT_FOUND")

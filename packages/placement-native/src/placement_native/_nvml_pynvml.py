@@ -329,14 +329,17 @@ def read(library: str, sysfs: str) -> RawNode:
         library: Path or soname of libnvidia-ml for pynvml to use.
         sysfs: Where sysfs is mounted.
     """
-    import pynvml
-
     node = RawNode(
         hostname=_host.hostname(),
         cpus=_host.cpu_count(),
         numa_nodes=_host.numa_node_count(sysfs),
         route_ip=_host.route_ipv4(),
     )
+    try:
+        import pynvml
+    except ImportError as exc:  # a broken install: report it like a missing NVML
+        node.error = nvml_error(NVML_ERROR_LIBRARY_NOT_FOUND, "import pynvml", str(exc))
+        return node
     with _lock:
         node.error = _load(pynvml, library)
         if node.error is not None:
