@@ -3,7 +3,8 @@
 It mirrors ``nvml_snapshot.c`` call for call (same symbols, same order, same handling of
 "not supported" and of a lost GPU), so both backends produce the same ``RawNode``.
 pynvml loads ``libnvidia-ml.so.1`` by name; it is pointed at the configured library by
-loading that library into ``pynvml.nvmlLib`` first.
+loading that library into ``pynvml.nvmlLib`` first (so other pynvml users in the process
+see the same library; with the default path that is the library pynvml would load anyway).
 """
 
 from __future__ import annotations
@@ -37,9 +38,9 @@ NVML_AFFINITY_SCOPE_NODE = 0
 NVML_P2P_CAPS_INDEX_READ = 0
 NVML_DEVICE_MIG_ENABLE = 1
 NVML_FEATURE_ENABLED = 1
-# The capacities of the C struct, so both backends cut at the same place.
 NVLINK_DEVICE_TYPE_GPU = 0
 NVLINK_DEVICE_TYPE_SWITCH = 2
+# The capacities of the C struct, so both backends cut at the same place.
 CPUSET_WORDS = 64
 MAX_GPUS = 64
 MAX_MIG = 8
