@@ -178,10 +178,17 @@ static int outcome(pn_nvml_error *err, nvmlReturn_t rc, const char *function)
 #define CALL(err, fn, symbol, ...) \
     (api.fn != NULL && !lost(err) && outcome((err), api.fn(__VA_ARGS__), (symbol)))
 
+/* dst has PN_NVML_BUSID bytes; NVML may leave either field unterminated when full. */
 static void copy_bus_id(char *dst, const nvmlPciInfo_t *pci)
 {
-    const char *src = pci->busId[0] ? pci->busId : pci->busIdLegacy;
-    size_t n = strnlen(src, sizeof pci->busId);
+    size_t n = strnlen(pci->busId, sizeof pci->busId);
+    const char *src = pci->busId;
+    if (n == 0) {
+        src = pci->busIdLegacy;
+        n = strnlen(src, sizeof pci->busIdLegacy);
+    }
+    if (n > PN_NVML_BUSID - 1)
+        n = PN_NVML_BUSID - 1;
     memcpy(dst, src, n);
     dst[n] = '\0';
 }
