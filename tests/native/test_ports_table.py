@@ -76,6 +76,18 @@ def test_netlink_and_proc_list_the_same_sockets(sockets: list[socket.socket]) ->
     assert states == {"LISTEN", "ESTABLISHED"}
 
 
+@needs_compiled
+def test_both_netlink_requests_list_the_same_sockets(sockets: list[socket.socket]) -> None:
+    server = _open(sockets, "127.0.0.1")
+    sockets.append(socket.create_connection(server.getsockname(), timeout=5))
+    if _has_ipv6_loopback():
+        _open(sockets, "::1")
+    one_dump = _mine(_socket_table.read_netlink(), sockets)
+    per_family = _mine(_socket_table.read_netlink(per_family=True), sockets)
+    assert one_dump == per_family
+    assert len(one_dump) == len(sockets)
+
+
 def test_proc_reader_reports_address_port_state_and_inode(sockets: list[socket.socket]) -> None:
     server = _open(sockets, "127.0.0.1")
     port = server.getsockname()[1]

@@ -142,7 +142,7 @@ static int pn_dump_family(int fd, uint8_t family, void *buffer, pn_visit visit, 
     return status;
 }
 
-static int pn_walk_tcp_sockets(pn_visit visit, void *ctx)
+static int pn_walk_tcp_sockets(int per_family, pn_visit visit, void *ctx)
 {
     int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
     if (fd < 0)
@@ -150,8 +150,9 @@ static int pn_walk_tcp_sockets(pn_visit visit, void *ctx)
     /* malloc'ed memory is aligned as the netlink macros expect */
     void *buffer = malloc(PN_RECV_BUFFER);
     size_t visited = 0;
-    int status = buffer == NULL ? ENOMEM : pn_dump_both_families(fd, buffer, visit, ctx,
-                                                                 &visited);
+    int status = buffer == NULL ? ENOMEM : EINVAL;
+    if (buffer != NULL && !per_family)
+        status = pn_dump_both_families(fd, buffer, visit, ctx, &visited);
     if (status != 0 && status != ENOMEM && visited == 0) {
         status = pn_dump_family(fd, AF_INET, buffer, visit, ctx, &visited);
         if (status == 0)
@@ -162,8 +163,9 @@ static int pn_walk_tcp_sockets(pn_visit visit, void *ctx)
     return status;
 }
 #else
-static int pn_walk_tcp_sockets(pn_visit visit, void *ctx)
+static int pn_walk_tcp_sockets(int per_family, pn_visit visit, void *ctx)
 {
+    (void)per_family;
     (void)visit;
     (void)ctx;
     return ENOSYS;
@@ -191,10 +193,10 @@ static int pn_append(void *ctx, const pn_tcp_socket *sock)
     return 0;
 }
 
-int pn_tcp_socket_table(pn_tcp_socket **out, size_t *count)
+int pn_tcp_socket_table(int per_family, pn_tcp_socket **out, size_t *count)
 {
     pn_table_builder table = {NULL, 0, 0};
-    int status = pn_walk_tcp_sockets(pn_append, &table);
+    int status = pn_walk_tcp_sockets(per_family, pn_append, &table);
     if (status != 0) {
         free(table.items);
         *out = NULL;
@@ -289,7 +291,7 @@ int pn_tcp_busy_map(int family, const uint8_t *addr, unsigned lo, unsigned hi, u
     if (family != AF_INET && family != AF_INET6)
         return EAFNOSUPPORT;
     pn_busy_builder busy = {pn_normalise(family, addr), lo, hi, map, 0};
-    int status = pn_walk_tcp_sockets(pn_mark_busy, &busy);
+    int status = pn_walk_tcp_sockets(0, pn_mark_busy, &busy);
     *sockets_seen = busy.seen;
     return status;
 }

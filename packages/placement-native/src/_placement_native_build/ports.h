@@ -14,10 +14,11 @@ typedef struct {
     uint8_t addr[16]; /* local address, network byte order; IPv4 uses the first 4 bytes */
 } pn_tcp_socket;
 
-/* Dump every TCP socket (IPv4 and IPv6, every state) with one netlink socket.
- * On success returns 0 and stores a malloc'ed array in *out (free it with
+/* Dump every TCP socket (IPv4 and IPv6, every state) with one netlink socket: one
+ * TCPDIAG_GETSOCK dump for both families, or, if the kernel refuses it or per_family is
+ * set, one SOCK_DIAG_BY_FAMILY (inet_diag_req_v2) dump per family. On success returns 0 and stores a malloc'ed array in *out (free it with
  * pn_tcp_socket_table_free) and its length in *count; otherwise returns a positive errno. */
-int pn_tcp_socket_table(pn_tcp_socket **out, size_t *count);
+int pn_tcp_socket_table(int per_family, pn_tcp_socket **out, size_t *count);
 void pn_tcp_socket_table_free(pn_tcp_socket *table);
 
 /* Mark the ports of [lo, hi] that a socket of the table holds in a way that conflicts with

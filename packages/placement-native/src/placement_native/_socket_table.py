@@ -132,8 +132,12 @@ def _errno_error(code: int, what: str) -> OSError:
     return OSError(code, f"{what}: {os.strerror(code)}")
 
 
-def read_netlink() -> list[TcpSocket]:
+def read_netlink(*, per_family: bool = False) -> list[TcpSocket]:
     """Every TCP socket through netlink sock_diag (compiled backend only).
+
+    Args:
+        per_family: Use one ``inet_diag_req_v2`` dump per address family, the request the
+            compiled reader falls back to where the single two-family dump is refused.
 
     Raises:
         OSError: The compiled backend is not active, or the kernel refused the query.
@@ -144,7 +148,7 @@ def read_netlink() -> list[TcpSocket]:
     ffi = _backend.native_module.ffi  # type: ignore[union-attr]
     table = ffi.new("pn_tcp_socket **")
     count = ffi.new("size_t *")
-    status = lib.pn_tcp_socket_table(table, count)
+    status = lib.pn_tcp_socket_table(int(per_family), table, count)
     if status != 0:
         raise _errno_error(status, "netlink sock_diag dump of TCP sockets")
     try:
