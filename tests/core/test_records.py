@@ -78,6 +78,24 @@ def test_builder_restores_the_garbage_collector() -> None:
         gc.enable()
 
 
+def test_new_records_skip_the_young_generations() -> None:
+    placements = packed(0, 799).place(Inventory.uniform(100, 8))
+    assert len(placements) == 800
+    assert gc.isenabled()
+    assert gc.get_count()[0] < 700  # no young collection is owed for the new records
+    assert gc.get_freeze_count() == 0
+
+
+def test_builder_leaves_a_process_frozen_generation_alone() -> None:
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        packed(0, 7).place(Inventory.uniform(1, 8))
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
 def test_device_index_is_zero_when_isolating() -> None:
     assert sample().device_index == 0
 

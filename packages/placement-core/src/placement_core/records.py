@@ -129,7 +129,11 @@ def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector (if enabled) for a burst of allocations.
 
     Records hold no reference cycles, and a collection during the burst would walk every
-    record built so far; re-entrant, and restores the previous state.
+    record built so far. On the way out the new objects are long-lived, so they go
+    straight to the oldest generation (``gc.freeze()`` then ``gc.unfreeze()``: two O(1)
+    list splices) instead of being walked again by the young generations' collections;
+    this is skipped when the process uses ``gc.freeze()`` itself. Re-entrant (only the
+    outermost pause acts), and restores the collector's previous state.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -137,6 +141,9 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
