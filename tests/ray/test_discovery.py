@@ -1,0 +1,68 @@
+"""Inventory from what nodes reported: snapshot accelerators, else Ray's logical GPUs."""
+
+from __future__ import annotations
+
+from placement_ray.discovery import accelerators_from_snapshot, build_inventory
+from placement_ray.order import NodeFacts
+
+H100 = {
+    "index": 1,
+    "type": "nvidia",
+    "model": "NVIDIA H100 80GB HBM3",
+    "uuid": "GPU-1",
+    "pci_bus_id": "00000000:19:00.0",
+    "memory_bytes": 85520809984,
+    "numa_node": 0,
+    "cpu_affinity": "0-55",
+    "mig": False,
+}
+SNAPSHOT = {
+    "schema": 1,
+    "hostname": "gpu-a",
+    "ip": "10.0.0.1",
+    "cpus": 112,
+    "accelerators": [H100, {**H100, "index": 0, "uuid": "GPU-0"}],
+    "links": [[0, 1, "NV18"]],
+}
+
+
+def test_snapshot_accelerators_keep_their_facts_sorted_by_index() -> None:
+    accelerators = accelerators_from_snapshot(SNAPSHOT, ray_gpus=2)
+    assert [a.index for a in accelerators] == [1, 0]
+    inventory = build_inventory(
+        [NodeFacts("n0", "10.0.0.1", "gpu-a", resources={"GPU": 2, "CPU": 8}, snapshot=SNAPSHOT)]
+    )
+    node = inventory.node(0)
+    assert node.accelerator_ids == (0, 1)
+    assert node.accelerators[1].uuid == "GPU-1"
+    assert node.accelerators[1].model == "NVIDIA H100 80GB HBM3"
+    assert node.accelerators[1].memory_bytes == 85520809984
+    assert node.cpus == 112
+
+
+def test_without_a_snapshot_ray_gpus_become_nvidia_accelerators_of_unknown_model() -> None:
+    accelerators = accelerators_from_snapshot(None, ray_gpus=4)
+    assert [(a.index, a.type, a.model) for a in accelerators] == [
+        (i, "nvidia", None) for i in range(4)
+    ]
+
+
+def test_a_snapshot_without_nvml_falls_back_to_ray_gpus() -> None:
+    snapshot = {"schema": 1, "accelerators": [], "nvml_error": "libnvidia-ml.so.1 not found"}
+    assert len(accelerators_from_snapshot(snapshot, ray_gpus=2)) == 2
+
+
+def test_a_cpu_node_has_no_accelerators() -> None:
+    assert accelerators_from_snapshot(None, ray_gpus=0) == ()
+
+
+def test_inventory_ranks_follow_the_given_order_and_keep_ray_node_ids() -> None:
+    facts = [
+        NodeFacts("b", "127.0.0.1", "h", resources={"GPU": 1, "CPU": 2}),
+        NodeFacts("a", "127.0.0.1", "h", resources={"CPU": 4}),
+    ]
+    inventory = build_inventory(facts)
+    assert [(n.rank, n.node_id, n.cpus, len(n.accelerators)) for n in inventory.nodes] == [
+        (0, "b", 2, 1),
+        (1, "a", 4, 0),
+    ]
