@@ -41,11 +41,17 @@ _session: dict[str, Any] = {}
 def start_simulated_cluster(
     num_nodes: int, *, labelled: bool = True, **overrides: Any
 ) -> SimulatedCluster:
-    """A loopback-only simulated cluster; node i carries ``{"node-rank": "i"}`` if labelled."""
+    """A loopback-only simulated cluster.
+
+    If labelled, node i carries the label ``{"node-rank": "i"}`` and its raylet (hence its
+    workers) runs with ``PLACEMENT_NODE_RANK=i``.
+    """
     args = {**NODE_ARGS, **overrides}
 
     def labels(i: int) -> dict[str, dict[str, str]]:
-        return {"labels": {"node-rank": str(i)}} if labelled else {}
+        # Both a label and the raylet's environment name the rank; they must agree.
+        rank = {"labels": {"node-rank": str(i)}, "env_vars": {"PLACEMENT_NODE_RANK": str(i)}}
+        return rank if labelled else {}
 
     cluster = SimulatedCluster(
         initialize_head=True,

@@ -8,6 +8,7 @@ import pytest
 import ray
 
 from placement_ray.cluster import STATE_ACTOR_NAME, Cluster, wait_for_nodes
+from placement_ray.discovery import discover_nodes
 from placement_ray.errors import (
     ArgumentError,
     ClusterError,
@@ -25,6 +26,14 @@ def label_of(node_id: str) -> str:
 def test_node_ranks_follow_the_node_rank_labels(ray_env: Cluster) -> None:
     assert ray_env.num_nodes == NUM_NODES
     assert [label_of(n.node_id) for n in ray_env.nodes] == ["0", "1", "2"]
+
+
+def test_each_node_reports_on_itself_from_its_own_environment(ray_env: Cluster) -> None:
+    facts = discover_nodes([n.node_id for n in ray_env.nodes], timeout_s=60)
+    assert [f.env for f in facts] == [{"PLACEMENT_NODE_RANK": str(r)} for r in range(NUM_NODES)]
+    assert [f.is_driver for f in facts] == [True, False, False]
+    for fact in facts:
+        assert fact.snapshot is None or fact.snapshot["schema"] == 1
 
 
 def test_nodes_without_nvml_get_ray_logical_gpus(ray_env: Cluster) -> None:
@@ -176,3 +185,10 @@ def test_a_child_of_a_job_without_an_address_refuses_to_start_a_cluster() -> Non
     )
     out = run_python(code, {"PLACEMENT_CLUSTER_ID": "abc", "PLACEMENT_JOB": "j"})
     assert "refused: this process belongs to job 'j' on cluster abc" in out
+
+
+def test_attaching_with_another_node_count_is_an_error(ray_env: Cluster) -> None:
+    with pytest.raises(
+        ClusterError, match="already has a view of 3 nodes, this process asks for 2"
+    ):
+        Cluster(2, export_env=False)

@@ -127,7 +127,8 @@ def wait_for_nodes(
                 alive=len(nodes),
                 missing_ranks=missing,
             )
-        time.sleep(poll_s if deadline is None else min(poll_s, deadline - time.monotonic()))
+        left = poll_s if deadline is None else deadline - time.monotonic()
+        time.sleep(max(0.0, min(poll_s, left)))
 
 
 def _missing_ranks(nodes: list[dict[str, Any]], num_nodes: int) -> list[int]:
@@ -215,7 +216,13 @@ class Cluster:
         ).remote()
         self._owner = False
         state = ray.get(self._state_actor.get.remote(), timeout=60)
-        if state is not None and (num_nodes is None or num_nodes == state["inventory"].num_nodes):
+        if state is not None:
+            have = state["inventory"].num_nodes
+            if num_nodes is not None and num_nodes != have:
+                raise ClusterError(
+                    f"job {self.job!r} already has a view of {have} nodes, this process asks "
+                    f"for {num_nodes}; pass num_nodes={have} or None to attach"
+                )
             logger.debug("attached to job %s's existing view", self.job)
         else:
             mine = self._discover(num_nodes, timeout_s, progress)
