@@ -434,6 +434,20 @@ def test_too_few_free_ports_says_how_many_were_found(
     assert _bindable(base + 2)
 
 
+def test_port_errors_survive_pickling(sockets: list[socket.socket]) -> None:
+    base = _free_block(1)
+    _listen(sockets, "127.0.0.1", base)
+    errors: list[Exception] = []
+    for call in (lambda: reserve_ports(0), lambda: reserve_ports(1, start=base, end=base)):
+        with pytest.raises((PortError, NoFreePortsError)) as caught:
+            call()
+        errors.append(caught.value)
+    for error in errors:
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error)
+        assert str(copy) == str(error)
+
+
 def test_errors_are_the_documented_builtin_kinds() -> None:
     with pytest.raises(ValueError, match="count"):
         reserve_ports(0)
