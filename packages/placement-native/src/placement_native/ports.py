@@ -149,6 +149,9 @@ class PortReservation:
     Each port has a socket bound to ``host`` and listening, so nothing else can bind it.
     Use it as a context manager, or call ``release()``; garbage collection releases too.
     It cannot be pickled: pass ``ports`` to other processes, and release (hand over) here.
+    The sockets are not inherited by programs this process starts (Python's default), but a
+    child made by ``fork()`` without ``exec`` holds copies: a port is then free again only
+    once both processes have released it.
 
     Attributes:
         host: The address the ports are held on.
