@@ -18,6 +18,7 @@ P2P_NAMES = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DIS", 5: "NS", 6: "U"}
 
 _make_accelerator = record_maker(Accelerator)
 _make_link = record_maker(Link)
+_make_snapshot = record_maker(NodeSnapshot)
 
 
 def _mig(gpu: RawGpu) -> tuple[MigInstance, ...]:
@@ -66,17 +67,18 @@ def _accelerator(gpu: RawGpu, sysfs: str | None, cpulists: dict[int, str | None]
 
 def _links(raw: RawNode) -> tuple[Link, ...]:
     level_names, p2p_names, make = TOPOLOGY_LEVELS, P2P_NAMES, _make_link
+    flat = iter(raw.pairs)
     links = []
-    for a, b, level, nvlinks, p2p in raw.pairs:
-        if level is None and p2p is None and not nvlinks:
+    for a, b, level, nvlinks, p2p in zip(flat, flat, flat, flat, flat, strict=True):
+        if level < 0 and p2p < 0 and not nvlinks:
             continue  # nothing known about the pair (one of them refused every query)
         links.append(
             make(
                 a,
                 b,
-                None if level is None else level_names.get(level) or f"L{level}",
+                None if level < 0 else level_names.get(level) or f"L{level}",
                 nvlinks,
-                None if p2p is None else p2p_names.get(p2p, "U"),
+                None if p2p < 0 else p2p_names.get(p2p, "U"),
             )
         )
     return tuple(links)
@@ -89,14 +91,14 @@ def assemble(raw: RawNode, *, source: str, sysfs: str | None = None) -> NodeSnap
             "NVML reports %d GPUs; the snapshot holds the first %d", raw.device_count, len(raw.gpus)
         )
     cpulists: dict[int, str | None] = {}
-    return NodeSnapshot(
-        hostname=raw.hostname,
-        ip=_host.primary_ip(raw.route_ip, raw.hostname),
-        cpus=raw.cpus,
-        numa_nodes=raw.numa_nodes,
-        accelerators=tuple(_accelerator(g, sysfs, cpulists) for g in raw.gpus),
-        links=_links(raw),
-        driver=raw.driver,
-        source=source,
-        nvml_error=None if raw.error is None else str(raw.error),
+    return _make_snapshot(
+        raw.hostname,
+        _host.primary_ip(raw.route_ip, raw.hostname),
+        raw.cpus,
+        raw.numa_nodes,
+        tuple([_accelerator(g, sysfs, cpulists) for g in raw.gpus]),
+        _links(raw),
+        raw.driver,
+        source,
+        None if raw.error is None else str(raw.error),
     )

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from ._backend import native_module
-from ._raw import Pair, RawGpu, RawMig, RawNode
+from ._raw import RawGpu, RawMig, RawNode
 from .errors import NVMLError, nvml_error
 
 __all__ = ["read"]
@@ -155,13 +155,5 @@ def read(library: str, sysfs: str) -> RawNode:
             entry = out.gpus[i]
             gpu.migs = [_mig(ffi, entry.mig[k], gpu.index) for k in range(entry.mig_count)]
         node.gpus.append(gpu)
-    node.pairs = _pairs(ffi, out)
+    node.pairs = ffi.unpack(out.pairs, 5 * out.pair_count)
     return node
-
-
-def _pairs(ffi: Any, out: Any) -> list[Pair]:
-    flat = iter(ffi.unpack(out.pairs, 5 * out.pair_count))
-    return [
-        (i, j, level if level >= 0 else None, links, p2p if p2p >= 0 else None)
-        for i, j, level, links, p2p in zip(flat, flat, flat, flat, flat, strict=True)
-    ]

@@ -306,7 +306,7 @@ class _Reader:
         for i, a in enumerate(handles):
             for j in range(i + 1, len(handles)):
                 b = handles[j]
-                level = status = None
+                level = status = -1
                 if a is not None and b is not None:
                     with contextlib.suppress(nv.NVMLError):
                         level = int(nv.nvmlDeviceGetTopologyCommonAncestor(a, b))
@@ -316,7 +316,7 @@ class _Reader:
                 links = gi.nvlink_peers.get(j, 0) or gj.nvlink_peers.get(i, 0)
                 if not links and gi.nvswitch_links and gj.nvswitch_links:
                     links = min(gi.nvswitch_links, gj.nvswitch_links)
-                node.pairs.append((i, j, level, links, status))
+                node.pairs += (i, j, level, links, status)
 
 
 def _opt(convert: Callable[[Any], Any], value: Any) -> Any:

@@ -15,7 +15,6 @@ __all__ = [
     "NVML_NOT_SUPPORTED",
     "OPTIONAL_ABSENT",
     "REQUIRED_SYMBOLS",
-    "Pair",
     "RawGpu",
     "RawMig",
     "RawNode",
@@ -34,7 +33,6 @@ REQUIRED_SYMBOLS = (
     "nvmlDeviceGetHandleByIndex_v2",
 )
 DEFAULT_LIBRARY = "libnvidia-ml.so.1"
-Pair = tuple[int, int, int | None, int, int | None]
 LIBRARY_ENV = "PLACEMENT_NVML_LIBRARY"
 
 
@@ -77,6 +75,7 @@ class RawNode:
     driver: str | None = None
     device_count: int = 0
     gpus: list[RawGpu] = field(default_factory=list)
-    # one per GPU pair i < j: (i, j, nvmlGpuTopologyLevel_t or None, NVLinks (direct, else
-    # the narrower side's into a shared NVSwitch fabric), nvmlGpuP2PStatus_t or None)
-    pairs: list[Pair] = field(default_factory=list)
+    # every GPU pair i < j, flat, five ints each (as the C struct has them): i, j,
+    # nvmlGpuTopologyLevel_t (-1 unknown), NVLinks (direct, else the narrower side's into
+    # a shared NVSwitch fabric, else 0), nvmlGpuP2PStatus_t (-1 unknown)
+    pairs: list[int] = field(default_factory=list)
