@@ -10,7 +10,7 @@
    the top-level module, median of ``--imports`` runs): ``import placement_native`` vs
    ``import pynvml``. Target: placement_native < 5 ms.
 
-Usage: ``python benchmarks/bench_native_snapshot.py [--rounds 15] [--batch 20] [--imports 9]``
+Usage: ``python benchmarks/bench_native_snapshot.py [--rounds 25] [--batch 10] [--imports 9]``
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def _import_us(module: str, runs: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--batch", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=25)
+    parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--imports", type=int, default=9)
     args = parser.parse_args(argv)
 
