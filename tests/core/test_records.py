@@ -148,3 +148,13 @@ def test_placement_node_rank_counts_distinct_nodes_in_rank_order() -> None:
     assert [(p.node_rank, p.placement_node_rank) for p in placements] == [
         (1, 0), (1, 0), (3, 1), (3, 1)
     ]  # fmt: skip
+
+
+def test_shared_and_one_per_process_segments_on_one_node() -> None:
+    inventory = Inventory.uniform(1, 4)
+    space = build_space(inventory, None, "cluster")
+    placements = build_placements(resolve_rule(parse_rule("0-1:0-3,2-3"), space), inventory)
+    assert [(p.rank, p.hardware_ranks, p.local_rank) for p in placements] == [
+        (0, (0,), 0), (1, (0,), 1), (2, (1,), 2), (3, (1,), 3), (4, (2,), 4), (5, (3,), 5)
+    ]  # fmt: skip
+    assert {p.local_world_size for p in placements} == {6}

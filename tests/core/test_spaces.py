@@ -144,7 +144,7 @@ def test_concatenated_placements_carry_their_own_group() -> None:
     space = build_space(MIXED, cfg, "a,b")
     entries = resolve_rule(parse_rule("1-2"), space)
     assert [(run.group, run.node_rank, ids) for _, run, ids in entries] == [
-        ("a", 0, (1,)), ("b", 2, (0,))
+        ("a", 0, [(1,)]), ("b", 2, [(0,)])
     ]  # fmt: skip
 
 
@@ -182,7 +182,7 @@ def test_gpu_and_arm_of_one_node_concatenate() -> None:
     assert resources(space) == [(0, 0, "gpu", "accelerator"), (0, 0, "franka", "hardware")]
     entries = resolve_rule(parse_rule("0-1"), space)
     assert [(run.kind, ids) for _, run, ids in entries] == [
-        (SpaceKind.ACCELERATOR, (0,)), (SpaceKind.HARDWARE, (0,))
+        (SpaceKind.ACCELERATOR, [(0,)]), (SpaceKind.HARDWARE, [(0,)])
     ]  # fmt: skip
     with pytest.raises(PlacementRuleError, match="span resources of different types"):
         resolve_rule(parse_rule("0-1:0"), space)

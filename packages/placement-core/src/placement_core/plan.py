@@ -266,14 +266,15 @@ def _occupied(entries: Sequence[Entry]) -> tuple[set[int], set[tuple[int, str, i
     accelerators: set[int] = set()
     hardware: set[tuple[int, str, int]] = set()
     for _, run, ids in entries:
+        groups = ids if isinstance(ids, list) else (ids,)
         if run.kind is SpaceKind.ACCELERATOR:
             base = run.node_rank * _NODE_FACTOR
-            if len(ids) == 1:
-                accelerators.add(base + ids[0])
-            else:
-                accelerators.update(base + i for i in ids)
+            for group in groups:
+                accelerators.update(base + i for i in group)
         elif run.kind is SpaceKind.HARDWARE:
-            hardware.update((run.node_rank, run.resource_type or "", i) for i in ids)
+            kind = run.resource_type or ""
+            for group in groups:
+                hardware.update((run.node_rank, kind, i) for i in group)
     return accelerators, hardware
 
 

@@ -152,15 +152,21 @@ def _segments(
 ) -> Iterator[tuple[int, tuple[int, ...] | list[tuple[int, ...]]]]:
     """Split a run's entries into ``(count, ids)`` (``count`` processes on one id tuple)
     and ``(n, [ids, ...])`` (n processes, one id tuple each) pieces, in order."""
+    if len(batch) == 1:
+        count, _, ids = batch[0]
+        yield count, ids
+        return
     singles: list[tuple[int, ...]] = []
     for count, _, ids in batch:
-        if count == 1:
+        if isinstance(ids, list):
+            singles.extend(ids)
+        elif count == 1:
             singles.append(ids)
-            continue
-        if singles:
-            yield len(singles), singles
-            singles = []
-        yield count, ids
+        else:
+            if singles:
+                yield len(singles), singles
+                singles = []
+            yield count, ids
     if singles:
         yield len(singles), singles
 

@@ -21,9 +21,10 @@ __all__ = ["Entry", "Rule", "Segment", "parse_rule", "resolve_rule"]
 
 _PART = re.compile(r"\s*(?:(?P<all>[aA][lL][lL])|(?P<lo>\d+)(?:\s*-\s*(?P<hi>\d+))?)\s*\Z")
 
-#: One resolved group of processes, in rank order: ``(count, run, local_ids)`` means the
-#: next ``count`` processes all sit on the resources ``local_ids`` of ``run``.
-Entry = tuple[int, "SpaceRun", tuple[int, ...]]
+#: One resolved group of processes of ``run``, in rank order: ``(count, run, local_ids)``
+#: puts the next ``count`` processes all on the resources ``local_ids``;
+#: ``(count, run, [local_ids, ...])`` puts the next ``count`` processes one per tuple.
+Entry = tuple[int, "SpaceRun", tuple[int, ...] | list[tuple[int, ...]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +269,7 @@ def resolve_rule(rule: Rule, space: ResourceSpace, *, stride: int = 1) -> list[E
             process spans several resources.
 
     Returns:
-        ``(count, run, local_ids)`` entries in process-rank order.
+        :data:`Entry` s in process-rank order.
 
     Raises:
         PlacementRuleError: A resource is out of range, counts do not divide, or a
@@ -302,7 +303,11 @@ def resolve_rule(rule: Rule, space: ResourceSpace, *, stride: int = 1) -> list[E
         _check_divides(num_resources, num_processes, rule, segment.span)
         if num_processes >= num_resources:
             share = num_processes // num_resources
-            entries.extend((share, run, ids) for run, ids in space.singles(first, last))
+            for run, singles in space.single_runs(first, last):
+                if share == 1:
+                    entries.append((len(singles), run, list(singles)))
+                else:
+                    entries.extend((share, run, ids) for ids in singles)
         else:
             per_process = num_resources // num_processes
             block_stride = stride if per_process > 1 else 1
@@ -319,6 +324,6 @@ def resolve_rule(rule: Rule, space: ResourceSpace, *, stride: int = 1) -> list[E
                 )
             except PlacementRuleError as error:
                 raise _rule_error(error.reason, rule, segment.span) from None
-            entries.extend((1, run, ids) for run, ids in groups)
+            entries.extend((len(ids), run, ids) for run, ids in groups)
         next_process += num_processes
     return entries

@@ -142,8 +142,13 @@ class ResourceSpace:
         """One shared tuple per distinct id tuple, so placements share their tuples."""
         return self._ids.setdefault(ids, ids)
 
-    def singles(self, first: int, last: int) -> Iterator[tuple[SpaceRun, tuple[int, ...]]]:
-        """``(run, (local_id,))`` for each resource ``first .. last``, in order."""
+    def single_runs(
+        self, first: int, last: int
+    ) -> Iterator[tuple[SpaceRun, tuple[tuple[int, ...], ...]]]:
+        """Resources ``first .. last`` as ``(run, ((local_id,), ...))`` per run, in order.
+
+        The one-id tuples are shared by every caller of this space.
+        """
         index = bisect_right(self._starts, first) - 1
         runs = self.runs
         position = first
@@ -155,8 +160,7 @@ class ResourceSpace:
                 self._singles[id(run.local_ids)] = singles
             begin = position - run.start
             end = min(len(run.local_ids), last - run.start + 1)
-            for offset in range(begin, end):
-                yield run, singles[offset]
+            yield run, singles[begin:end]
             position = run.start + end
             index += 1
 
@@ -168,14 +172,14 @@ class ResourceSpace:
         stride: int = 1,
         *,
         first_process: int = 0,
-    ) -> list[tuple[SpaceRun, tuple[int, ...]]]:
+    ) -> list[tuple[SpaceRun, list[tuple[int, ...]]]]:
         """Packed-with-stride groups of resources ``first .. last`` (SPEC 6.1).
 
         The range is cut into blocks of ``per_process * stride`` consecutive resources;
         in each block, process ``j < stride`` takes offsets ``j, j+stride, ...``.
 
         Returns:
-            ``(run, local_ids)`` per process, in process order.
+            Per run, in process order: ``(run, [local_ids of each process on it])``.
 
         Raises:
             PlacementRuleError: A block crosses a node (or resource type) boundary; the
@@ -184,10 +188,12 @@ class ResourceSpace:
         block = per_process * stride
         self.locate(first)
         self.locate(last)
-        out: list[tuple[SpaceRun, tuple[int, ...]]] = []
+        out: list[tuple[SpaceRun, list[tuple[int, ...]]]] = []
         index = bisect_right(self._starts, first) - 1
         runs = self.runs
         intern = self.intern
+        current: list[tuple[int, ...]] = []
+        current_run: SpaceRun | None = None
         for number, start in enumerate(range(first, last + 1, block)):
             run = runs[index]
             while start >= run.start + len(run.local_ids):
@@ -201,12 +207,16 @@ class ResourceSpace:
                         first_process + number * stride, start, start + block - 1, run, other
                     )
                 )
+            if run is not current_run:
+                current = []
+                current_run = run
+                out.append((run, current))
             ids = run.local_ids
             if stride == 1:
-                out.append((run, intern(ids[offset : offset + block])))
+                current.append(intern(ids[offset : offset + block]))
             else:
                 for j in range(stride):
-                    out.append((run, intern(ids[offset + j : offset + block : stride])))
+                    current.append(intern(ids[offset + j : offset + block : stride]))
         return out
 
 

@@ -106,7 +106,7 @@ class Packed:
         return (self.end - self.start + 1) // self.per_process
 
     def entries(self, space: ResourceSpace) -> list[Entry]:
-        """Resolve against a space: ``(1, run, local_ids)`` per process, in rank order."""
+        """Resolve against a space: ``(count, run, [local_ids, ...])`` per run, in rank order."""
         if self.end >= space.size:
             valid = f"0..{space.size - 1}" if space.size else "none"
             raise PlacementRuleError(
@@ -115,7 +115,7 @@ class Packed:
                 path="end",
             )
         groups = space.packed(self.start, self.end, self.per_process, self.stride)
-        return [(1, run, ids) for run, ids in groups]
+        return [(len(ids), run, ids) for run, ids in groups]
 
     def place(
         self,
