@@ -300,3 +300,17 @@ def test_fallback_without_nvidia_ml_py_reports_it(
     assert snap.accelerators == ()
     assert snap.nvml_error is not None
     assert snap.nvml_error.startswith("import pynvml failed: NVML_ERROR_LIBRARY_NOT_FOUND")
+
+
+def test_fallback_treats_a_wrapper_missing_from_nvidia_ml_py_as_unsupported(
+    use_node: Callable[[fakelib.Topology], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pynvml
+
+    use_node(fakelib.dgx_h100())
+    for name in ("nvmlDeviceGetNumaNodeId", "nvmlDeviceGetNvLinkRemoteDeviceType"):
+        monkeypatch.delattr(pynvml, name)
+    snap = _snapshot.take("purepython")
+    assert [a.numa_node for a in snap.accelerators] == [0, 0, 0, 0, 1, 1, 1, 1]  # memory affinity
+    assert {a.error for a in snap.accelerators} == {None}
+    assert snap.link(0, 7).label == "NV18"  # type: ignore[union-attr]

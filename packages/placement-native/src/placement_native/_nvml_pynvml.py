@@ -149,11 +149,31 @@ def _match_nvlinks(gpus: list[RawGpu], links: list[list[tuple[str, int | None]]]
                 gpu.nvlink_peers[peer] = gpu.nvlink_peers.get(peer, 0) + 1
 
 
+class _Bindings:
+    """The pynvml module, where a wrapper this nvidia-ml-py release lacks raises
+    FUNCTION_NOT_FOUND when called, as a symbol the driver lacks does."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+        self.NVMLError = module.NVMLError
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._module, name, None)
+        if value is None:
+            error = self._module.NVMLError
+
+            def value(*args: Any) -> Any:
+                raise error(NVML_ERROR_FUNCTION_NOT_FOUND)
+
+        setattr(self, name, value)
+        return value
+
+
 class _Reader:
     """One snapshot's worth of pynvml calls."""
 
     def __init__(self, nv: Any) -> None:
-        self.nv = nv
+        self.nv = _Bindings(nv)
 
     def query(self, target: _Target, function: str, call: Callable[..., Any], *args: Any) -> Any:
         """Call one pynvml query; a failure other than "not supported" is the target's error."""
