@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from placement_core.errors import PlacementRuleError
 from placement_core.inventory import Accelerator, Inventory, Node
+from placement_core.plan import plan
 from placement_core.ranks import format_rank_list, parse_rank_list
 from placement_core.records import Placement, build_placements
 from placement_core.rules import parse_rule, resolve_rule
@@ -192,3 +193,32 @@ def test_node_space_shares_processes_evenly(nodes: int, used: int, per_node: int
     )
     assert [p.node_rank for p in placements] == [r // per_node for r in range(used * per_node)]
     check_local_ranks(placements)
+
+
+@SETTINGS
+@given(st.integers(1, 4), st.integers(1, 8), st.data())
+def test_plan_warns_exactly_when_two_keys_share_an_accelerator(
+    nodes: int, gpus: int, data: st.DataObject
+) -> None:
+    size = nodes * gpus
+    a_lo = data.draw(st.integers(0, size - 1))
+    a_hi = data.draw(st.integers(a_lo, size - 1))
+    b_lo = data.draw(st.integers(0, size - 1))
+    b_hi = data.draw(st.integers(b_lo, size - 1))
+    raw = {
+        "cluster": {
+            "num_nodes": nodes,
+            "component_placement": {
+                "a": {"node_group": "node", "placement": f"0-{nodes - 1}"},
+                "b": f"{a_lo}-{a_hi}",
+                "c": f"{b_lo}-{b_hi}",
+            },
+        }
+    }
+    result = plan(raw, Inventory.uniform(nodes, gpus))
+    assert [p.rank for p in result.components["b"]] == list(range(a_hi - a_lo + 1))
+    overlap = max(0, min(a_hi, b_hi) - max(a_lo, b_lo) + 1)
+    assert len(result.warnings) == (1 if overlap else 0)
+    occupancy = result.occupancy()
+    shared = sum(len(node.shared_accelerators) for node in occupancy.nodes)
+    assert shared == overlap
