@@ -314,3 +314,23 @@ def test_fallback_treats_a_wrapper_missing_from_nvidia_ml_py_as_unsupported(
     assert [a.numa_node for a in snap.accelerators] == [0, 0, 0, 0, 1, 1, 1, 1]  # memory affinity
     assert {a.error for a in snap.accelerators} == {None}
     assert snap.link(0, 7).label == "NV18"  # type: ignore[union-attr]
+
+
+def test_strict_snapshot_of_a_healthy_node_returns_it(take: Take) -> None:
+    assert len(take(fakelib.dgx_h100(), strict=True).accelerators) == 8
+
+
+def test_a_failing_mig_instance_keeps_its_error_and_the_gpu_stays_clean(take: Take) -> None:
+    topology = fakelib.mig_node()
+    topology.gpus[0].fail["nvmlDeviceGetGpuInstanceId"] = 999
+    snap = take(topology)
+    gpu0 = snap.accelerators[0]
+    assert gpu0.error is None
+    first = gpu0.mig_instances[0]
+    assert first.gpu_instance_id is None
+    assert first.compute_instance_id == 0
+    assert first.error == (
+        "nvmlDeviceGetGpuInstanceId failed: NVML_ERROR_UNKNOWN [999] (GPU 0 MIG slot 0)"
+    )
+    with pytest.raises(NVMLError, match="MIG slot 0"):
+        take(topology, strict=True)
