@@ -117,6 +117,19 @@ def examples(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def demo(session: nox.Session) -> None:
+    """The README's main command: plans made real on a simulated 4-node x 8-GPU Ray cluster."""
+    session.install(CORE, NATIVE, RAY)
+    session.run(
+        "python",
+        "-m",
+        "placement_ray.demo",
+        *session.posargs,
+        env={"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
+    )
+
+
+@nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Run the benchmarks and print tables of timings and ratios."""
     session.install(CORE)
