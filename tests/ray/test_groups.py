@@ -144,3 +144,15 @@ def test_timeout_removes_the_group_and_lists_bundles_and_nodes(ray_env: Cluster)
     assert [i for i, _ in error.unplaced] == [0, 1]
     assert sorted(v["rank"] for v in error.nodes.values()) == list(range(NUM_NODES))
     assert live_groups() == before
+
+
+def test_a_bundle_off_its_pinned_node_is_refused(ray_env: Cluster) -> None:
+    from ray.util.placement_group import placement_group
+
+    from placement_ray.errors import ClusterError
+    from placement_ray.groups import NODE_ID_LABEL, _check_pins
+
+    pg = placement_group([GPU], bundle_label_selector=[{NODE_ID_LABEL: ray_env.node(0).node_id}])
+    ray.get(pg.ready(), timeout=30)
+    with pytest.raises(ClusterError, match="bundle 0 pinned to node 1 landed on node 0"):
+        _check_pins(pg, ray_env, [1])

@@ -28,7 +28,7 @@ from ray.util.placement_group import (
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from ._rayapi import alive_nodes, available_per_node, schedulable_resources, shown_resources
-from .errors import PlacementGroupTimeoutError, ProbeError
+from .errors import ClusterError, PlacementGroupTimeoutError, ProbeError
 from .feasibility import check_feasible, format_resources, validate_bundles
 
 if TYPE_CHECKING:
@@ -156,6 +156,8 @@ def create_placement_group(
         InfeasiblePlacementGroupError: the nodes can never hold the group (raised before
             anything is created).
         PlacementGroupTimeoutError: not placed within ``timeout_s``; the group is removed.
+        ClusterError: Ray placed a bundle off its pinned node (old Ray); the group is
+            removed.
         ProbeError: a probe task failed.
     """
     clean = validate_bundles(bundles, strategy, pin_to, cluster.num_nodes)
@@ -175,10 +177,28 @@ def create_placement_group(
         "placement group of %d bundles ready in %.3fs", len(clean), time.perf_counter() - started
     )
     try:
+        if pin_to is not None:
+            _check_pins(pg, cluster, pin_to)
         return order_bundles(pg, cluster, always_probe=always_probe)
     except BaseException:
         remove_placement_group(pg)
         raise
+
+
+def _check_pins(pg: PlacementGroup, cluster: Cluster, pin_to: Sequence[int | None]) -> None:
+    """Refuse a group whose bundles ignored their pins (Ray before ray-project/ray#55599)."""
+    where = {int(k): str(v) for k, v in placement_group_table(pg)["bundles_to_node_id"].items()}
+    wrong = [
+        f"bundle {i} pinned to node {rank} landed on node {cluster.rank_of(where[i])}"
+        for i, rank in enumerate(pin_to)
+        if rank is not None and where.get(i) != cluster.node(rank).node_id
+    ]
+    if wrong:
+        raise ClusterError(
+            f"Ray {ray.__version__} did not honour bundle_label_selector pins: "
+            + "; ".join(wrong[:5])
+            + " (Ray releases before ray-project/ray#55599 ignore them; upgrade Ray)"
+        )
 
 
 def wait_placement_group(pg: PlacementGroup, cluster: Cluster, *, timeout_s: float | None) -> None:
