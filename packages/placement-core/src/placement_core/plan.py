@@ -159,7 +159,7 @@ class Plan:
             master_addr=master_addr or self.master_addr(component),
             master_port=master_port,
             user_env=user_env,
-            path=f"node_groups[{placement.node_group}].env_vars",
+            path=f"cluster.node_groups.{placement.node_group}.env_vars",
         )
 
     def interpreter(self, component: str, rank: int) -> str | None:
