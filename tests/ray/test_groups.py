@@ -156,3 +156,9 @@ def test_a_bundle_off_its_pinned_node_is_refused(ray_env: Cluster) -> None:
     ray.get(pg.ready(), timeout=30)
     with pytest.raises(ClusterError, match="bundle 0 pinned to node 1 landed on node 0"):
         _check_pins(pg, ray_env, [1])
+
+
+def test_pins_use_the_node_id_label(ray_env: Cluster) -> None:
+    from placement_ray.groups import pin_selectors
+
+    assert pin_selectors(ray_env, [None, 2]) == [{}, {"ray.io/node-id": ray_env.node(2).node_id}]

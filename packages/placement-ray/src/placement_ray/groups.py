@@ -30,6 +30,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from ._rayapi import alive_nodes, available_per_node, schedulable_resources, shown_resources
 from .errors import ClusterError, PlacementGroupTimeoutError, ProbeError
 from .feasibility import check_feasible, format_resources, validate_bundles
+from .order import NODE_RANK_LABEL
 
 if TYPE_CHECKING:
     from .cluster import Cluster
@@ -41,6 +42,7 @@ __all__ = [
     "create_placement_group",
     "node_totals",
     "order_bundles",
+    "pin_selectors",
     "probe_bundle_gpus",
     "wait_placement_group",
 ]
@@ -163,11 +165,7 @@ def create_placement_group(
     clean = validate_bundles(bundles, strategy, pin_to, cluster.num_nodes)
     if check:
         check_feasible(clean, node_totals(cluster), strategy=strategy, pins=pin_to)
-    selectors = None
-    if pin_to is not None:
-        selectors = [
-            {} if rank is None else {NODE_ID_LABEL: cluster.node(rank).node_id} for rank in pin_to
-        ]
+    selectors = None if pin_to is None else pin_selectors(cluster, pin_to)
     started = time.perf_counter()
     pg = placement_group(
         clean, strategy=strategy, name=name, lifetime=lifetime, bundle_label_selector=selectors
@@ -199,6 +197,36 @@ def _check_pins(pg: PlacementGroup, cluster: Cluster, pin_to: Sequence[int | Non
             + "; ".join(wrong[:5])
             + " (Ray releases before ray-project/ray#55599 ignore them; upgrade Ray)"
         )
+
+
+def pin_selectors(cluster: Cluster, pin_to: Sequence[int | None]) -> list[dict[str, str]]:
+    """Per bundle, the label selector that pins it to its node (``{}`` for no pin).
+
+    The ``ray.io/node-id`` label where the node carries it, else its ``node-rank`` label
+    when that label equals the node's rank; both hold where nodes share an IP.
+
+    Raises:
+        ClusterError: a pinned node carries neither label.
+    """
+    labels = {n["NodeID"]: dict(n.get("Labels") or {}) for n in alive_nodes()}
+    selectors: list[dict[str, str]] = []
+    for i, rank in enumerate(pin_to):
+        if rank is None:
+            selectors.append({})
+            continue
+        node_id = cluster.node(rank).node_id
+        mine = labels.get(node_id, {})
+        if mine.get(NODE_ID_LABEL) == node_id:
+            selectors.append({NODE_ID_LABEL: node_id})
+        elif mine.get(NODE_RANK_LABEL) == str(rank):
+            selectors.append({NODE_RANK_LABEL: str(rank)})
+        else:
+            raise ClusterError(
+                f"pin_to[{i}]: node {rank} ({node_id}) carries neither the {NODE_ID_LABEL!r} "
+                f"label (Ray too old?) nor {NODE_RANK_LABEL!r}={rank}, so a bundle cannot be "
+                "pinned to it"
+            )
+    return selectors
 
 
 def wait_placement_group(pg: PlacementGroup, cluster: Cluster, *, timeout_s: float | None) -> None:
