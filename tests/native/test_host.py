@@ -53,19 +53,22 @@ def test_no_default_route_or_no_file_gives_none(tmp_path: Path) -> None:
 
 def test_primary_ip_prefers_the_default_route_address(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_host, "hostname_address", lambda name: pytest.fail("resolved the name"))
-    assert _host.primary_ip("10.1.2.3", "node7") == "10.1.2.3"
+    assert _host.choose_ip("10.1.2.3", "node7") == "10.1.2.3"
 
 
 def test_primary_ip_falls_back_to_the_hostname_address(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_host, "route_ipv4", lambda route_file=None: None)
     monkeypatch.setattr(_host, "hostname_address", lambda name: "10.9.8.7" if name == "n" else None)
-    assert _host.primary_ip(name="n") == "10.9.8.7"
+    assert _host.choose_ip(None, "n") == "10.9.8.7"
 
 
 def test_primary_ip_is_loopback_as_a_last_resort(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_host, "route_ipv4", lambda route_file=None: None)
     monkeypatch.setattr(_host, "hostname_address", lambda name: None)
-    assert _host.primary_ip(name="n") == "127.0.0.1"
+    assert _host.choose_ip(None, "n") == "127.0.0.1"
+
+
+def test_primary_ip_of_this_host_reads_the_route_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_host, "route_ipv4", lambda route_file=None: "10.0.0.5")
+    assert _host.primary_ip() == "10.0.0.5"
 
 
 def test_a_loopback_route_address_is_not_primary(

@@ -93,7 +93,7 @@ def assemble(raw: RawNode, *, source: str, sysfs: str | None = None) -> NodeSnap
     cpulists: dict[int, str | None] = {}
     return _make_snapshot(
         raw.hostname,
-        _host.primary_ip(raw.route_ip, raw.hostname),
+        _host.choose_ip(raw.route_ip, raw.hostname),
         raw.cpus,
         raw.numa_nodes,
         tuple([_accelerator(g, sysfs, cpulists) for g in raw.gpus]),

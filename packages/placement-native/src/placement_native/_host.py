@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = [
+    "choose_ip",
     "cpu_count",
     "cpulist_from_mask",
     "format_cpulist",
@@ -125,22 +126,18 @@ def route_ipv4(route_file: Path | None = None) -> str | None:
     return address
 
 
-def primary_ip(route_ip: str | None = None, name: str | None = None) -> str:
-    """The node's primary IP without sending a packet.
-
-    Args:
-        route_ip: The default-route interface's address if already known; read from
-            ``/proc/net/route`` when None.
-        name: The hostname to resolve next; this host's when None.
-
-    Returns:
-        ``route_ip``; else a non-loopback address of the hostname; else ``127.0.0.1``.
-    """
-    address = route_ip if route_ip is not None else route_ipv4()
-    if address is not None:
-        return address
-    address = hostname_address(name if name is not None else hostname())
+def choose_ip(route_ip: str | None, name: str) -> str:
+    """The primary IP from what is known: the default-route interface's address; else a
+    non-loopback address the hostname ``name`` resolves to; else ``127.0.0.1``."""
+    if route_ip is not None:
+        return route_ip
+    address = hostname_address(name)
     return address if address is not None else "127.0.0.1"
+
+
+def primary_ip() -> str:
+    """This node's primary IP, found without sending a packet (see ``choose_ip``)."""
+    return choose_ip(route_ipv4(), hostname())
 
 
 def parse_cpulist(text: str) -> list[int]:
