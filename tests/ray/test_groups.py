@@ -162,3 +162,27 @@ def test_pins_use_the_node_id_label(ray_env: Cluster) -> None:
     from placement_ray.groups import pin_selectors
 
     assert pin_selectors(ray_env, [None, 2]) == [{}, {"ray.io/node-id": ray_env.node(2).node_id}]
+
+
+@ray.remote(num_gpus=1, num_cpus=0)
+class Holder:
+    def ready(self) -> bool:
+        return True
+
+
+def test_a_probe_that_cannot_run_times_out_with_a_clear_error(
+    ray_env: Cluster, actors: list[object]
+) -> None:
+    from placement_ray.errors import ProbeError
+    from placement_ray.groups import probe_bundle_gpus
+
+    group = create_placement_group(ray_env, [GPU], pin_to=[1])
+    holder = Holder.options(  # type: ignore[attr-defined]
+        scheduling_strategy=PlacementGroupSchedulingStrategy(
+            placement_group=group.pg, placement_group_bundle_index=0
+        )
+    ).remote()
+    actors.append(holder)
+    ray.get(holder.ready.remote(), timeout=60)
+    with pytest.raises(ProbeError, match=r"bundles \[0\] did not finish within 0.5s"):
+        probe_bundle_gpus(group.pg, {group.slots[0].node_id: [0]}, ray_env, timeout_s=0.5)
