@@ -138,3 +138,24 @@ def test_record_maker_builds_the_same_frozen_records() -> None:
     assert made == Accelerator(*values)
     with pytest.raises(AttributeError):
         made.index = 5  # type: ignore[misc]
+
+
+def test_node_rank_comes_from_the_environment(take: Take, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLINF_NODE_RANK", "5")
+    assert take(fakelib.init_failure()).to_dict()["node_rank"] == 5
+    monkeypatch.setenv("PLACEMENT_NODE_RANK", "3")
+    assert take(fakelib.init_failure()).node_rank == 3
+
+
+def test_without_a_node_rank_the_key_is_null(take: Take, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PLACEMENT_NODE_RANK", raising=False)
+    monkeypatch.delenv("RLINF_NODE_RANK", raising=False)
+    assert take(fakelib.init_failure()).to_dict()["node_rank"] is None
+
+
+def test_a_bad_node_rank_is_reported_and_unset(
+    take: Take, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("PLACEMENT_NODE_RANK", "-1")
+    assert take(fakelib.init_failure()).node_rank is None
+    assert "ignoring PLACEMENT_NODE_RANK='-1': expected an int >= 0" in caplog.text

@@ -84,7 +84,9 @@ def _links(raw: RawNode) -> tuple[Link, ...]:
     return tuple(links)
 
 
-def assemble(raw: RawNode, *, source: str, sysfs: str | None = None) -> NodeSnapshot:
+def assemble(
+    raw: RawNode, *, source: str, sysfs: str | None = None, node_rank: int | None = None
+) -> NodeSnapshot:
     """Build the snapshot from what a backend read (NVML and the host facts)."""
     if raw.device_count > len(raw.gpus):
         logger.warning(
@@ -101,4 +103,5 @@ def assemble(raw: RawNode, *, source: str, sysfs: str | None = None) -> NodeSnap
         raw.driver,
         source,
         None if raw.error is None else str(raw.error),
+        node_rank,
     )

@@ -2,7 +2,8 @@
 
 ``NodeSnapshot.to_dict()`` is the contract with placement-core's inventory reader
 (SPEC 11). Keys of the schema come first and keep their meaning; the extra keys
-(``compute_capability``, ``mig_instances``, ``error``, ``numa_nodes``, ``topology``) are
+(``compute_capability``, ``mig_instances``, ``error``, ``numa_nodes``, ``topology``,
+``node_rank``) are
 additions a reader may ignore.
 """
 
@@ -166,6 +167,8 @@ class NodeSnapshot:
         driver: The NVIDIA driver version, or None without NVML.
         source: Which backend read NVML: ``nvml-cffi`` or ``nvml-pynvml``.
         nvml_error: Why NVML gave nothing (library missing, init failed), or None.
+        node_rank: The node's rank from ``PLACEMENT_NODE_RANK`` (or ``RLINF_NODE_RANK``)
+            in the environment, or None (SPEC 9: then the cluster orders nodes itself).
     """
 
     hostname: str
@@ -177,6 +180,7 @@ class NodeSnapshot:
     driver: str | None = None
     source: str = "nvml-cffi"
     nvml_error: str | None = None
+    node_rank: int | None = None
 
     def link(self, a: int, b: int) -> Link | None:
         """The link between GPUs ``a`` and ``b`` (either order), or None if unknown."""
@@ -209,6 +213,7 @@ class NodeSnapshot:
             "driver": self.driver,
             "source": self.source,
             "nvml_error": self.nvml_error,
+            "node_rank": self.node_rank,
         }
 
     def to_json(self, *, indent: int | None = None) -> str:

@@ -54,6 +54,26 @@ def _raise_first(raw: RawNode) -> None:
                 raise mig.error
 
 
+NODE_RANK_ENVS = ("PLACEMENT_NODE_RANK", "RLINF_NODE_RANK")
+
+
+def node_rank_from_env() -> int | None:
+    """The node rank the environment assigns (SPEC 9), or None.
+
+    ``PLACEMENT_NODE_RANK`` wins over ``RLINF_NODE_RANK``; a value that is not an int
+    >= 0 is reported with a warning and treated as unset.
+    """
+    for name in NODE_RANK_ENVS:
+        value = os.environ.get(name, "").strip()
+        if not value:
+            continue
+        if value.isascii() and value.isdigit():
+            return int(value)
+        logger.warning("ignoring %s=%r: expected an int >= 0", name, value)
+        return None
+    return None
+
+
 def take(backend: str, *, strict: bool = False) -> NodeSnapshot:
     """A snapshot read through the named backend (``cffi`` or ``purepython``)."""
     sysfs = _host.sysfs_root()
@@ -62,7 +82,7 @@ def take(backend: str, *, strict: bool = False) -> NodeSnapshot:
         _raise_first(raw)
     if raw.error is not None:
         logger.debug("NVML unavailable, reporting no accelerators: %s", raw.error)
-    return assemble(raw, source=SOURCES[backend], sysfs=sysfs)
+    return assemble(raw, source=SOURCES[backend], sysfs=sysfs, node_rank=node_rank_from_env())
 
 
 def snapshot(*, strict: bool = False) -> NodeSnapshot:
