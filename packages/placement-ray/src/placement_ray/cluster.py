@@ -193,6 +193,20 @@ class Cluster:
         self.started_local = False
         self._exported: dict[str, str | None] = {}
         self.job, self.namespace = self._connect(address, job, num_gpus, num_cpus, node_ip_address)
+        try:
+            self._attach(num_nodes, timeout_s, progress, export_env)
+        except BaseException:
+            self.shutdown()  # a local Ray this call started must not outlive the failure
+            raise
+
+    def _attach(
+        self,
+        num_nodes: int | None,
+        timeout_s: float | None,
+        progress: Callable[[str], None] | None,
+        export_env: bool,
+    ) -> None:
+        self._owner = False
         self.address: str = ray.get_runtime_context().gcs_address
         self.cluster_id = head_node_id()
         expected = os.environ.get(CLUSTER_ID_ENV)
@@ -214,7 +228,6 @@ class Cluster:
                 node_id=ray.get_runtime_context().get_node_id(), soft=True
             ),
         ).remote()
-        self._owner = False
         state = ray.get(self._state_actor.get.remote(), timeout=60)
         if state is not None:
             have = state["inventory"].num_nodes
