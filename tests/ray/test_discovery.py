@@ -28,7 +28,7 @@ SNAPSHOT = {
 
 def test_snapshot_accelerators_keep_their_facts_sorted_by_index() -> None:
     accelerators = accelerators_from_snapshot(SNAPSHOT, ray_gpus=2)
-    assert [a.index for a in accelerators] == [1, 0]
+    assert [a.index for a in accelerators] == [0, 1]
     inventory = build_inventory(
         [NodeFacts("n0", "10.0.0.1", "gpu-a", resources={"GPU": 2, "CPU": 8}, snapshot=SNAPSHOT)]
     )
@@ -66,3 +66,13 @@ def test_inventory_ranks_follow_the_given_order_and_keep_ray_node_ids() -> None:
         (0, "b", 2, 1),
         (1, "a", 4, 0),
     ]
+
+
+def test_a_malformed_snapshot_names_the_node() -> None:
+    import pytest
+
+    from placement_core.errors import InventoryError
+
+    bad = {**SNAPSHOT, "accelerators": [{**H100, "index": "x"}]}
+    with pytest.raises(InventoryError, match=r"snapshot taken on node 0 \(n0\) is malformed"):
+        build_inventory([NodeFacts("n0", "10.0.0.1", "gpu-a", snapshot=bad)])

@@ -16,7 +16,9 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from placement_core.errors import InventoryError
 from placement_core.inventory import Accelerator, Inventory, Node
+from placement_core.sources import node_from_snapshot
 
 from ._rayapi import alive_nodes
 from .errors import ClusterError
@@ -117,42 +119,46 @@ def discover_nodes(
 
 
 def accelerators_from_snapshot(
-    snapshot: Mapping[str, Any] | None, ray_gpus: float = 0.0
+    snapshot: Mapping[str, Any] | None, ray_gpus: float = 0.0, *, rank: int = 0
 ) -> tuple[Accelerator, ...]:
     """A node's accelerators: from its snapshot, else Ray's logical ``GPU`` count.
+
+    The snapshot is read by placement-core's reader (``node_from_snapshot``), so a live
+    inventory and one built offline from the same snapshot files agree.
 
     Args:
         snapshot: The node's SPEC 11 snapshot, or None.
         ray_gpus: The node's total ``GPU`` resource in Ray.
+        rank: The node's rank, for error messages.
 
     Returns:
         The snapshot's accelerators when it lists any; otherwise ``int(ray_gpus)``
         accelerators of type ``nvidia`` with unknown model (a simulated or NVML-less node).
+
+    Raises:
+        InventoryError: the snapshot is malformed.
     """
-    listed = (snapshot or {}).get("accelerators") or []
-    if listed:
-        return tuple(
-            Accelerator(
-                index=int(a["index"]),
-                type=str(a.get("type") or "nvidia"),
-                model=a.get("model"),
-                uuid=a.get("uuid"),
-                pci_bus_id=a.get("pci_bus_id"),
-                memory_bytes=a.get("memory_bytes"),
-                numa_node=a.get("numa_node"),
-                cpu_affinity=a.get("cpu_affinity"),
-            )
-            for a in listed
-        )
+    if snapshot and snapshot.get("accelerators"):
+        return node_from_snapshot(dict(snapshot), rank=rank).accelerators
     return tuple(Accelerator(index=i, type="nvidia") for i in range(int(ray_gpus)))
 
 
 def build_inventory(ordered: Sequence[NodeFacts]) -> Inventory:
-    """Core's inventory from nodes already in rank order (``Node.node_id`` = Ray node id)."""
+    """Core's inventory from nodes already in rank order (``Node.node_id`` = Ray node id).
+
+    Raises:
+        InventoryError: a node's snapshot is malformed (naming the node).
+    """
     nodes = []
     for rank, facts in enumerate(ordered):
         ray_gpus = float(facts.resources.get("GPU", 0.0))
-        accelerators = accelerators_from_snapshot(facts.snapshot, ray_gpus)
+        try:
+            accelerators = accelerators_from_snapshot(facts.snapshot, ray_gpus, rank=rank)
+        except InventoryError as error:
+            raise InventoryError(
+                f"the snapshot taken on node {rank} ({facts.node_id}) is malformed: {error.reason}",
+                path=error.path,
+            ) from None
         if facts.snapshot and accelerators and len(accelerators) != int(ray_gpus):
             logger.warning(
                 "node %d (%s): NVML sees %d GPUs but Ray manages %g; Ray can only reserve "
