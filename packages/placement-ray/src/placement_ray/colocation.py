@@ -118,7 +118,7 @@ def check_shares(
     for key, amount in (already or {}).items():
         if amount > _EPS:
             totals[key] += amount
-            who[key].append(("earlier workers", amount))
+            who[key].append(("in use earlier", amount))
     for item in shares:
         key = (item.node_rank, item.gpu)
         totals[key] += item.share

@@ -1,0 +1,153 @@
+"""allocate: one actor on a given node and GPUs; interpreters checked; start timeouts."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+
+from placement_ray.allocate import (
+    InterpreterError,
+    WorkerStartError,
+    allocate,
+    check_interpreters,
+    wait_started,
+)
+from placement_ray.cluster import Cluster
+from placement_ray.demo.workers import DemoWorker
+from placement_ray.errors import ArgumentError, PlacementRayError
+from placement_ray.groups import create_placement_group
+
+
+def test_worker_runs_on_its_node_and_sees_exactly_its_gpus(
+    ray_env: Cluster, actors: list[Any]
+) -> None:
+    worker = allocate(DemoWorker, "probe", 2, [1, 3], {"MY_VAR": "x"}, ("lbl",), cluster=ray_env)
+    actors.append(worker.handle)
+    (report,) = wait_started([worker], timeout_s=60)
+    assert report["node_id"] == ray_env.node(2).node_id
+    assert report["node_rank_label"] == "2"
+    assert report["env"]["CUDA_VISIBLE_DEVICES"] == "1,3"
+    assert report["env"]["MY_VAR"] == "x"
+    assert (
+        ray.get(worker.handle.getenv.remote("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES")) == "1"
+    )
+    assert ray.get(worker.handle.ping.remote(7)) == (-1, 7)
+
+
+def test_worker_in_a_bundle_holds_a_share_of_its_first_gpu(
+    ray_env: Cluster, actors: list[Any]
+) -> None:
+    group = create_placement_group(ray_env, [{"GPU": 1}, {"GPU": 1}], pin_to=[1, 1])
+    first, second = group.slots
+    worker = allocate(
+        DemoWorker,
+        "tp2",
+        1,
+        [first.gpu_id, second.gpu_id],
+        cluster=ray_env,
+        bundle=(group.pg, first.index),
+        gpu_share=0.3,
+    )
+    actors.append(worker.handle)
+    (report,) = wait_started([worker], timeout_s=60)
+    assert tuple(report["ray_gpu_ids"]) == (first.gpu_id,)
+    assert report["env"]["CUDA_VISIBLE_DEVICES"] == f"{first.gpu_id},{second.gpu_id}"
+    assert worker.gpu_share == 0.3
+    assert worker.bundle_index == first.index
+
+
+@pytest.mark.parametrize(
+    ("node_rank", "gpus", "match"),
+    [
+        (3, [0], "node_rank"),
+        (-1, [0], "node_rank"),
+        (0, [4], "accelerator_ids"),
+        (0, [1, 1], "accelerator_ids"),
+    ],
+)
+def test_bad_node_or_gpu_is_an_error_before_any_actor(
+    cluster: Cluster, node_rank: int, gpus: list[int], match: str
+) -> None:
+    with pytest.raises(ArgumentError, match=match):
+        allocate(DemoWorker, "bad", node_rank, gpus, cluster=cluster)
+
+
+def test_env_that_contradicts_the_gpus_is_an_error(cluster: Cluster) -> None:
+    with pytest.raises(ArgumentError, match="contradicts"):
+        allocate(DemoWorker, "bad", 0, [0], {"CUDA_VISIBLE_DEVICES": "3"}, cluster=cluster)
+
+
+def test_missing_interpreter_is_an_error_naming_node_and_path(cluster: Cluster) -> None:
+    with pytest.raises(InterpreterError) as caught:
+        check_interpreters(cluster, [(1, "/nonexistent/venv/bin/python"), (0, "python3")])
+    assert caught.value.problems == (
+        (0, "python3", "is not an absolute path"),
+        (1, "/nonexistent/venv/bin/python", "does not exist on this node"),
+    )
+    assert "node 1: /nonexistent/venv/bin/python does not exist" in str(caught.value)
+
+
+def test_interpreter_without_ray_is_an_error(cluster: Cluster, tmp_path: Path) -> None:
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho '3.0 -'\n")
+    fake.chmod(0o755)
+    with pytest.raises(InterpreterError, match=r"is Python 3\.0"):
+        check_interpreters(cluster, [(0, str(fake))])
+
+
+def test_allocate_checks_the_interpreter_before_starting(cluster: Cluster) -> None:
+    with pytest.raises(InterpreterError, match="does not exist"):
+        allocate(DemoWorker, "w", 0, [], cluster=cluster, interpreter="/nope/python")
+
+
+def test_start_that_cannot_fit_times_out_naming_worker_and_cause(ray_env: Cluster) -> None:
+    group = create_placement_group(ray_env, [{"GPU": 1}], pin_to=[0])
+    bundle = (group.pg, group.slots[0].index)
+    fits = allocate(
+        DemoWorker,
+        "first",
+        0,
+        [group.slots[0].gpu_id],
+        cluster=ray_env,
+        bundle=bundle,
+        gpu_share=0.7,
+    )
+    stuck = allocate(
+        DemoWorker,
+        "second",
+        0,
+        [group.slots[0].gpu_id],
+        cluster=ray_env,
+        bundle=bundle,
+        gpu_share=0.7,
+    )
+    with pytest.raises(WorkerStartError) as caught:
+        wait_started([fits, stuck], timeout_s=5)
+    ((who, why),) = caught.value.workers
+    assert who.startswith("second on node 0")
+    assert "no room for GPU share 0.7" in why
+
+
+def test_worker_whose_init_raises_is_reported(ray_env: Cluster) -> None:
+    worker = allocate(DemoWorker, "broken", 0, [], None, ("a", "b", "c"), cluster=ray_env)
+    with pytest.raises(WorkerStartError, match=r"broken on node 0.*died starting"):
+        wait_started([worker], timeout_s=60)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        InterpreterError("bad", problems=[(1, "/x", "does not exist")]),
+        WorkerStartError("late", workers=[("w on node 0", "why")]),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_errors_pickle_and_derive_from_the_root(error: PlacementRayError) -> None:
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error)
+    assert copy.__dict__ == error.__dict__
+    assert isinstance(copy, PlacementRayError)

@@ -1,0 +1,128 @@
+"""GPU shares: quantised, checked per GPU before anything exists; who shares which GPU."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from ray.util.placement_group import placement_group_table
+
+from placement_core.inventory import Accelerator, Inventory, Node
+from placement_ray.cluster import Cluster
+from placement_ray.colocation import (
+    GpuShare,
+    OversubscribedGPUError,
+    check_shares,
+    default_share,
+    shared_ranks,
+    validate_share,
+)
+from placement_ray.demo.workers import DemoWorker
+from placement_ray.errors import ArgumentError, PlacementRayError
+from placement_ray.launch import launch
+
+
+@pytest.mark.parametrize(("given_share", "kept"), [(1, 1.0), (0.4, 0.4), (0.33333, 0.3333)])
+def test_share_is_rounded_down_to_rays_quantum(given_share: float, kept: float) -> None:
+    assert validate_share("gpu_share", given_share) == kept
+
+
+@pytest.mark.parametrize("bad", [0, -0.1, 1.5, float("nan"), True, "0.5", None, 0.00001])
+def test_share_outside_zero_one_is_an_error_naming_the_argument(bad: object) -> None:
+    with pytest.raises(ArgumentError, match="gpu_share"):
+        validate_share("gpu_share", bad)
+
+
+@pytest.mark.parametrize(("sharers", "share"), [(1, 1.0), (2, 0.5), (3, 0.3333), (8, 0.125)])
+def test_default_share_lets_every_sharer_fit(sharers: int, share: float) -> None:
+    assert default_share(sharers) == share
+    assert sharers * default_share(sharers) <= 1
+
+
+def test_trainer_critic_and_rollout_fit_one_gpu() -> None:
+    totals = check_shares(
+        [GpuShare("actor rank 0", 0, 3, 0.4), GpuShare("critic rank 0", 0, 3, 0.4)],
+        already={(0, 3): 0.2},
+    )
+    assert totals == {(0, 3): pytest.approx(1.0)}
+
+
+def test_oversubscribed_gpu_names_the_gpu_every_worker_and_its_share() -> None:
+    with pytest.raises(OversubscribedGPUError) as caught:
+        check_shares(
+            [GpuShare("actor rank 0", 1, 2, 0.8), GpuShare("rollout rank 0", 1, 2, 0.4)],
+            already={(1, 2): 0.1},
+        )
+    message = str(caught.value)
+    assert "node 1 GPU 2: 1.3" in message
+    assert "actor rank 0 0.8" in message
+    assert "rollout rank 0 0.4" in message
+    assert "in use earlier 0.1" in message
+    assert caught.value.gpus[0][0] == "node 1 GPU 2"
+
+
+def test_oversubscribed_error_pickles_and_is_a_value_error() -> None:
+    error = OversubscribedGPUError("too much", gpus=[("node 0 GPU 0", 1.2, [("a", 0.6)])])
+    copy = pickle.loads(pickle.dumps(error))
+    assert copy.gpus == error.gpus
+    assert str(copy) == "too much"
+    assert isinstance(copy, PlacementRayError)
+    assert isinstance(copy, ValueError)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), st.integers(1, 10_000)), max_size=12)
+)
+def test_check_passes_exactly_when_every_gpu_sums_to_at_most_one(
+    items: list[tuple[int, int, int]],
+) -> None:
+    shares = [GpuShare(f"w{i}", n, g, q / 10_000) for i, (n, g, q) in enumerate(items)]
+    per_gpu: dict[tuple[int, int], int] = {}
+    for n, g, q in items:
+        per_gpu[(n, g)] = per_gpu.get((n, g), 0) + q
+    fits = all(total <= 10_000 for total in per_gpu.values())
+    if fits:
+        assert set(check_shares(shares)) == set(per_gpu)
+    else:
+        with pytest.raises(OversubscribedGPUError):
+            check_shares(shares)
+
+
+def test_shared_ranks_by_node_and_index() -> None:
+    trainer = [[(0, g)] for g in range(4)] + [[(1, g)] for g in range(4)]
+    rollout = [[(0, 0), (0, 2)], [(0, 1), (0, 3)], [(1, 0), (1, 2)]]
+    assert shared_ranks(trainer, rollout) == ((0, 2), (1, 3), (4, 6))
+
+
+def test_shared_ranks_match_by_uuid_where_known() -> None:
+    # Node 1's GPU 0 and node 0's GPU 0 are one device seen twice (e.g. one host, two
+    # raylets): the UUID says so, the (node, index) pair does not.
+    device = Accelerator(index=0, uuid="GPU-same")
+    inventory = Inventory(
+        (
+            Node(rank=0, node_id="a", accelerators=(device,)),
+            Node(rank=1, node_id="b", accelerators=(device,)),
+        )
+    )
+    assert shared_ranks([[(0, 0)]], [[(1, 0)]], inventory) == ((0,),)
+    assert shared_ranks([[(0, 0)]], [[(1, 0)]]) == ((),)
+
+
+def test_launch_checks_sums_before_creating_anything(ray_env: Cluster) -> None:
+    config = {
+        "cluster": {
+            "num_nodes": 3,
+            "component_placement": {"actor,critic": "0-1", "rollout": "0-1"},
+        }
+    }
+    before = set(placement_group_table())
+    with pytest.raises(OversubscribedGPUError, match="node 0 GPU 0"):
+        launch(
+            config,
+            dict.fromkeys(("actor", "critic", "rollout"), DemoWorker),
+            ray_env,
+            gpu_share={"actor": 0.4, "critic": 0.4, "rollout": 0.3},
+        )
+    assert set(placement_group_table()) == before
