@@ -5,10 +5,11 @@ over the same GPUs, and an agent component of 100 processes per node on the ``no
 group: about 108 placements per node (1.08 million at 10,000 nodes).
 
 Wall time: one process plans every size ``--repeats`` times, sizes interleaved round by
-round after one warm-up round, and reports the median, so the 1k -> 10k growth ratio is
-measured side by side. Memory: one fresh subprocess per size plans once and reports its
-peak RSS (interpreter included), then plans again under tracemalloc for the peak Python
-memory of planning.
+round after one warm-up round, and reports the median (plus the best run and the median
+CPU time, steadier on a busy machine), so the 1k -> 10k growth ratio is measured side by
+side. Targets are judged on the median wall time. Memory: one fresh subprocess per size
+plans once and reports its peak RSS (interpreter included), then plans again under
+tracemalloc for the peak Python memory of planning.
 
 Targets: 10,000 x 8 under 2 s and under 1 GB; growth 1k -> 10k no worse than 12x.
 
@@ -66,14 +67,16 @@ def time_sizes(sizes: list[int], repeats: int) -> dict[int, dict[str, Any]]:
 
     setups = {size: _setup(size) for size in sizes}
     times: dict[int, list[float]] = {size: [] for size in sizes}
+    cpu: dict[int, list[float]] = {size: [] for size in sizes}
     placements: dict[int, int] = {}
     for size in sizes:  # warm-up round, not timed
         plan(*setups[size])
     for _ in range(repeats):
         for size in sizes:
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             result = plan(*setups[size])
             times[size].append(time.perf_counter() - start)
+            cpu[size].append(time.process_time() - start_cpu)
             placements[size] = sum(len(p) for p in result.components.values())
             del result
     return {
@@ -82,6 +85,7 @@ def time_sizes(sizes: list[int], repeats: int) -> dict[int, dict[str, Any]]:
             "placements": placements[size],
             "median_s": statistics.median(times[size]),
             "min_s": min(times[size]),
+            "cpu_s": statistics.median(cpu[size]),
         }
         for size in sizes
     }
@@ -130,20 +134,25 @@ def main() -> int:
     )
     print(
         f"{'nodes x GPUs':>14} {'placements':>11} {'median s':>9} {'min s':>7} "
-        f"{'peak MiB':>9} {'max RSS MiB':>12}"
+        f"{'CPU s':>7} {'peak MiB':>9} {'max RSS MiB':>12}"
     )
     for row in rows:
         print(
             f"{row['nodes']:>8} x {GPUS_PER_NODE:<3} {row['placements']:>11,} "
-            f"{row['median_s']:>9.3f} {row['min_s']:>7.3f} "
+            f"{row['median_s']:>9.3f} {row['min_s']:>7.3f} {row['cpu_s']:>7.3f} "
             f"{row['peak_bytes'] / 2**20:>9.1f} {row['max_rss_bytes'] / 2**20:>12.1f}"
         )
     by_size = {row["nodes"]: row for row in rows}
     ok = True
     if 1000 in by_size and 10000 in by_size:
-        growth = by_size[10000]["median_s"] / by_size[1000]["median_s"]
+        small, big = by_size[1000], by_size[10000]
+        growth = big["median_s"] / small["median_s"]
         ok &= growth <= TARGET_GROWTH
-        print(f"growth 1k -> 10k nodes: {growth:.2f}x (target <= {TARGET_GROWTH:.0f}x)")
+        print(
+            f"growth 1k -> 10k nodes: {growth:.2f}x median wall (target <= "
+            f"{TARGET_GROWTH:.0f}x); {big['min_s'] / small['min_s']:.2f}x best wall; "
+            f"{big['cpu_s'] / small['cpu_s']:.2f}x median CPU"
+        )
     if 10000 in by_size:
         big = by_size[10000]
         ok &= big["median_s"] < TARGET_SECONDS and big["peak_bytes"] < TARGET_BYTES
