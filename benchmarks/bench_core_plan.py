@@ -2,7 +2,7 @@
 
 The config has an ``all``-GPU trainer, a strided rollout (4 GPUs per process, stride 2)
 over the same GPUs, and an agent component of 100 processes per node on the ``node``
-group: about 108 placements per node (1.08 million at 10,000 nodes).
+group: 110 placements per node (1.1 million at 10,000 nodes).
 
 Wall time: one process plans every size ``--repeats`` times, sizes interleaved round by
 round after one warm-up round, and reports the median (plus the best run and the median
