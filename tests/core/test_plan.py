@@ -274,3 +274,24 @@ def test_sharing_a_robot_is_a_warning() -> None:
     (warning,) = result.warnings
     assert "share 1 hardware device(s) (first: Franka 0 on node 0)" in warning
     assert result.occupancy()[0].hardware[("Franka", 0)] == (("env", 0), ("monitor", 0))
+
+
+@pytest.mark.parametrize(
+    ("rule", "nodes", "expected"),
+    [
+        ("0-3:0-7", 1, [(0, (i // 2,)) for i in range(8)]),
+        ("0-7:0-1", 1, [(0, (0, 1, 2, 3)), (0, (4, 5, 6, 7))]),
+        ("4-11", 2, [(0, (4,)), (0, (5,)), (0, (6,)), (0, (7,)),
+                     (1, (0,)), (1, (1,)), (1, (2,)), (1, (3,))]),
+        ("5", 1, [(0, (5,))]),
+        (5, 1, [(0, (5,))]),
+    ],
+)  # fmt: skip
+def test_short_form_yaml_rules(
+    rule: object, nodes: int, expected: list[tuple[int, tuple[int, ...]]]
+) -> None:
+    value = rule if isinstance(rule, int) else f'"{rule}"'
+    text = f"cluster:\n  num_nodes: {nodes}\n  component_placement:\n    actor: {value}\n"
+    actor = plan(text, Inventory.uniform(nodes, 8)).components["actor"]
+    assert [(p.node_rank, p.hardware_ranks) for p in actor] == expected
+    assert {p.node_group for p in actor} == {"cluster"}
