@@ -146,8 +146,8 @@ def _shorten(values: list[int], limit: int = 8) -> str:
 class Cluster:
     """One job's view of a Ray cluster: connection, namespace and ordered inventory.
 
-    >>> cluster = Cluster(4, address="ray://head:10001", job="grpo-7b")  # doctest: +SKIP
-    >>> cluster.inventory.node(0).node_id                               # doctest: +SKIP
+    >>> cluster = Cluster(4, address="10.0.0.1:6379", job="grpo-7b")  # doctest: +SKIP
+    >>> cluster.inventory.node(0).node_id  # doctest: +SKIP
 
     Args:
         num_nodes: Nodes to wait for; None uses the nodes alive now (or the job's view).
