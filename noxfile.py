@@ -27,6 +27,7 @@ PACKAGE_INSTALLS = {
     "core": [CORE],
     "native": [NATIVE],
     "ray": [CORE, NATIVE, RAY],
+    "e2e": [CORE, NATIVE, RAY],  # tests/e2e: the demo end to end (about 2 minutes)
 }
 SOURCES = ["noxfile.py", "packages", "tests", "benchmarks", "examples"]
 

@@ -1,0 +1,47 @@
+"""The demo's configs plan as the demo expects (offline, no cluster needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from placement_core.inventory import Inventory
+from placement_core.plan import plan
+from placement_ray.demo.run import GPUS_PER_NODE, NUM_NODES, Checks, _examples_dir
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_demo_finds_the_repository_examples() -> None:
+    assert _examples_dir() == EXAMPLES
+
+
+def test_colocated_strided_demo_puts_rollout_across_trainer_shards() -> None:
+    result = plan(
+        EXAMPLES / "demo_colocated_strided.yaml", Inventory.uniform(NUM_NODES, GPUS_PER_NODE)
+    )
+    rollout = result.components["rollout"]
+    assert [(p.node_rank, p.hardware_ranks) for p in rollout[:4]] == [
+        (0, (0, 2)),
+        (0, (1, 3)),
+        (0, (4, 6)),
+        (0, (5, 7)),
+    ]
+    assert {p.node_rank for p in rollout[4:]} == {1}
+    assert len(result.components["actor"]) == 16
+
+
+def test_heterogeneous_demo_has_group_env_robots_and_agents() -> None:
+    result = plan(EXAMPLES / "demo_heterogeneous.yaml", Inventory.uniform(NUM_NODES, GPUS_PER_NODE))
+    assert result.env("actor", 1)["DEMO_GROUP"] == "train"
+    assert result.env("rollout", 3)["DEMO_GROUP"] == "infer"
+    assert [p.hardware_type for p in result.components["env"]] == ["Franka", "Franka"]
+    assert "DEMO_GROUP" not in result.env("agent", 0)
+    assert {p.node_rank for p in result.components["agent"]} == {3}
+
+
+def test_checks_record_each_mismatch() -> None:
+    checks = Checks()
+    assert checks.expect("rank", "1", "1") == "ok"
+    assert checks.expect("gpus", "0,1", "0,2") == "MISMATCH"
+    assert checks.checked == 2
+    assert checks.problems == ["gpus: reported '0,1', planned '0,2'"]
