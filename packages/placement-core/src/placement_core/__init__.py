@@ -2,6 +2,12 @@
 
 Pure Python (pydantic, PyYAML). It plans for a cluster that exists only on paper; see
 ``placement_ray`` to make a plan real on a Ray cluster.
+
+>>> from placement_core import Inventory, load_config, plan
+>>> config = load_config({"cluster": {"num_nodes": 2, "component_placement": {"actor": "4-11"}}})
+>>> p = plan(config, Inventory.uniform(2, 8))
+>>> [(x.node_rank, x.hardware_ranks) for x in p.components["actor"][3:5]]
+[(0, (7,)), (1, (0,))]
 """
 
 from __future__ import annotations
@@ -9,6 +15,18 @@ from __future__ import annotations
 import logging
 
 from ._version import __version__
+from .config import (
+    AcceleratorSpec,
+    ClusterConfig,
+    ComponentRule,
+    EnvConfig,
+    HardwareSpec,
+    InventoryEntry,
+    NodeGroup,
+    config_json_schema,
+    load_config,
+)
+from .env import RESERVED_ENV_VARS, VISIBILITY_ENV_VARS, worker_env
 from .errors import (
     ConfigError,
     InventoryError,
@@ -17,23 +35,62 @@ from .errors import (
     PlacementSyntaxError,
     Problem,
 )
+from .hardware import FrankaConfig, HardwareConfig, register_hardware, registered_hardware
 from .inventory import Accelerator, HardwareDevice, Inventory, Node
+from .plan import NodeOccupancy, Occupancy, Plan, plan
 from .ranks import format_rank_list, parse_rank_list
+from .records import Placement
+from .rules import parse_rule
+from .sources import attach_hardware, inventory_for, inventory_from_snapshots, node_from_snapshot
+from .spaces import ResourceSpace, build_space
+from .strategies import flexible, node, packed, strided_rollout
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
+    "RESERVED_ENV_VARS",
+    "VISIBILITY_ENV_VARS",
     "Accelerator",
+    "AcceleratorSpec",
+    "ClusterConfig",
+    "ComponentRule",
     "ConfigError",
+    "EnvConfig",
+    "FrankaConfig",
+    "HardwareConfig",
     "HardwareDevice",
+    "HardwareSpec",
     "Inventory",
+    "InventoryEntry",
     "InventoryError",
     "Node",
+    "NodeGroup",
+    "NodeOccupancy",
+    "Occupancy",
+    "Placement",
     "PlacementError",
     "PlacementRuleError",
     "PlacementSyntaxError",
+    "Plan",
     "Problem",
+    "ResourceSpace",
     "__version__",
+    "attach_hardware",
+    "build_space",
+    "config_json_schema",
+    "flexible",
     "format_rank_list",
+    "inventory_for",
+    "inventory_from_snapshots",
+    "load_config",
+    "node",
+    "node_from_snapshot",
+    "packed",
     "parse_rank_list",
+    "parse_rule",
+    "plan",
+    "register_hardware",
+    "registered_hardware",
+    "strided_rollout",
+    "worker_env",
 ]

@@ -48,7 +48,7 @@ class PlacementError(Exception):
         return f"{self.path}: {self.reason}" if self.path else self.reason
 
     def __reduce__(self) -> tuple[Any, ...]:
-        state = {k: v for k, v in self.__dict__.items()}
+        state = dict(self.__dict__.items())
         return (_rebuild, (type(self), state))
 
 

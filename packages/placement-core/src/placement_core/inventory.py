@@ -131,7 +131,9 @@ class Inventory:
             Accelerator(index=i, type=accelerator_type, model=model)
             for i in range(accelerators_per_node)
         )
-        return cls(tuple(Node(rank=r, node_id=f"node-{r}", accelerators=shared) for r in range(num_nodes)))
+        return cls(
+            tuple(Node(rank=r, node_id=f"node-{r}", accelerators=shared) for r in range(num_nodes))
+        )
 
     def replace_nodes(self, nodes: Iterable[Node]) -> Inventory:
         """A new inventory with the given nodes substituted by rank."""
