@@ -42,7 +42,8 @@ def available_per_node() -> dict[str, dict[str, float]]:
     """Available resources of each live node, by node id."""
     from ray._private import state  # no public per-node equivalent in Ray 2.47-2.60
 
-    per_node: dict[str, dict[str, float]] = state.available_resources_per_node()  # type: ignore[no-untyped-call]
+    read = state.available_resources_per_node
+    per_node: dict[str, dict[str, float]] = read()  # type: ignore[no-untyped-call]
     return {k: dict(v) for k, v in per_node.items()}
 
 
