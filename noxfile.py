@@ -20,7 +20,7 @@ ROOT = Path(__file__).parent
 CORE = "packages/placement-core"
 NATIVE = "packages/placement-native"
 RAY = "packages/placement-ray"
-TEST_DEPS = ["pytest>=8", "hypothesis>=6.100"]
+TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "jsonschema>=4.18"]
 
 # What each package's test session installs (itself plus the packages it builds on).
 PACKAGE_INSTALLS = {
