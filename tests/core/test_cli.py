@@ -121,6 +121,24 @@ def test_validate_lists_every_problem_with_its_path(
     assert f"  - {path}:4: cluster.node_groups[0].node_ranks: " in err
 
 
+def test_validate_reports_field_and_cross_part_problems_together(
+    run: Run, write_file: Callable[[str, str], Path]
+) -> None:
+    path = write_file(
+        "bad.yaml",
+        "cluster:\n"
+        "  num_nodes: 2\n"
+        "  component_placement: {a: {node_group: gpu, placement: 0-1}}\n"
+        "  node_groups: [{label: node, node_ranks: 0-5}]\n",
+    )
+    status, _, err = run("validate", str(path))
+    assert status == 1
+    assert err.startswith(f"placement: {path}: 3 problems:")
+    assert f"  - {path}:4: cluster.node_groups[0].node_ranks: nodes 2-5 are out of range" in err
+    assert f"  - {path}:4: cluster.node_groups[0].label: 'node' is reserved" in err
+    assert f"  - {path}:3: cluster.component_placement.a.node_group: 'gpu' is not a defined" in err
+
+
 def test_validate_reports_a_rule_that_cannot_be_placed(
     run: Run, write_file: Callable[[str, str], Path]
 ) -> None:

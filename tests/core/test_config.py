@@ -165,7 +165,7 @@ def test_node_environment_outside_the_group_is_an_error() -> None:
     config = load_config(cluster(node_groups=[{"label": "g", "node_ranks": 0}]))
     with pytest.raises(PlacementRuleError, match="node 1 is not in node group 'g'"):
         config.node_environment("g", 1)
-    with pytest.raises(PlacementRuleError, match="no node group is labelled 'h'"):
+    with pytest.raises(PlacementRuleError, match="'h' is not a defined node group: the defined"):
         config.node_environment("h", 0)
 
 

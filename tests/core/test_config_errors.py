@@ -169,7 +169,7 @@ def test_env_config_nodes_must_be_inside_the_group() -> None:
     source = cluster(node_groups=[group(node_ranks="0-1", env_configs=[{"node_ranks": "1-2"}])])
     problem = only(source)
     assert problem.path == "cluster.node_groups[0].env_configs[0].node_ranks"
-    assert "nodes 2 are not in the group's node_ranks 0-1" in problem.message
+    assert "node 2 is not in the group's node_ranks 0-1" in problem.message
     assert problem.value == "1-2"
 
 
@@ -216,7 +216,7 @@ def test_env_var_key_set_twice_on_a_node_across_groups() -> None:
     )
     problem = only(source)
     assert problem.path == "cluster.node_groups[1].env_configs[0].env_vars[0]"
-    assert "IFNAME is already set on nodes 1" in problem.message
+    assert "IFNAME is already set on node 1 by" in problem.message
     assert "cluster.node_groups[0].env_configs[0].env_vars[0]" in problem.message
 
 
@@ -323,7 +323,7 @@ def test_same_node_and_type_in_two_groups() -> None:
     )
     problem = only(source)
     assert problem.path == "cluster.node_groups[1].hardware"
-    assert "Franka devices of nodes 1 are already declared by node_groups[0]" in problem.message
+    assert "Franka devices of node 1 are already declared by node_groups[0]" in problem.message
 
 
 def test_identical_configs_in_two_groups_are_reported_once() -> None:
@@ -417,6 +417,8 @@ def test_every_problem_is_reported_together() -> None:
         "cluster.component_placement.actor.strid",
         "cluster.node_groups[0].node_ranks",
         "cluster.node_groups[1].env_configs[0].node_ranks",
+        "cluster.node_groups[0].label",
+        "cluster.component_placement.actor.node_group",
     ]
 
 

@@ -122,7 +122,7 @@ def test_user_group_needs_a_config() -> None:
 
 def test_unknown_group_is_an_error() -> None:
     cfg = config(4, {"label": "gpu", "node_ranks": "0-2"})
-    with pytest.raises(PlacementRuleError, match="no node group is labelled 'gpux'"):
+    with pytest.raises(PlacementRuleError, match="'gpux' is not a defined node group"):
         build_space(MIXED, cfg, "gpux")
 
 

@@ -1,75 +1,190 @@
 """Config rules that relate different parts of a cluster config (SPEC 3, 12.11).
 
-They run once every field is valid on its own, and yield ``(path suffix, message, value)``
-for every broken rule so that all of them are reported together.
+They run on :class:`ConfigFacts`: the parts of a config that are valid on their own, with
+``None`` wherever a field is missing or broken. A rule runs whenever its own inputs are
+valid, even when other fields of the config failed, and skips silently otherwise (the
+broken field is reported by itself), so every problem is reported once and broken fields
+cause no derived errors. Rules yield ``(path suffix, message, value)``.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from ._problems import did_you_mean
 from .errors import PlacementError, PlacementSyntaxError
+from .hardware import HardwareConfig
 from .ranks import format_rank_list
 
-if TYPE_CHECKING:
-    from .config import ClusterConfig, EnvConfig
-
-__all__ = ["cross_check", "rule_syntax_error"]
+__all__ = [
+    "RESERVED_LABELS",
+    "ConfigFacts",
+    "EnvFacts",
+    "GroupFacts",
+    "HardwareFacts",
+    "RuleFacts",
+    "cross_check",
+    "group_check",
+    "nodes",
+    "rule_syntax_error",
+    "unknown_group_message",
+]
 
 RESERVED_LABELS = ("cluster", "node")
 
-
-def cross_check(config: ClusterConfig) -> Iterable[tuple[str, str, object]]:
-    """Rules that relate different parts of a config; yields (path suffix, message, value)."""
-    yield from _check_ranges(config)
-    yield from _check_labels(config)
-    yield from _check_components(config)
-    yield from _check_environments(config)
-    yield from _check_hardware(config)
-    yield from _check_inventory(config)
+Issue = tuple[str, str, object]
 
 
-def _out_of_range(ranks: Iterable[int], num_nodes: int) -> list[int]:
-    return [r for r in ranks if r >= num_nodes]
+@dataclass(frozen=True, slots=True)
+class EnvFacts:
+    """One env_config: its valid fields (None when missing or broken)."""
+
+    node_ranks: tuple[int, ...] | None
+    interpreter: str | None
+    env_vars: tuple[tuple[str, str], ...] | None
 
 
-def _check_ranges(config: ClusterConfig) -> Iterable[tuple[str, str, object]]:
-    n = config.num_nodes
+@dataclass(frozen=True, slots=True)
+class HardwareFacts:
+    """A group's hardware: its type when registered, and each config when valid."""
+
+    type: str | None
+    configs: tuple[HardwareConfig | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupFacts:
+    """One node group: its valid fields (None when missing or broken)."""
+
+    label: str | None
+    node_ranks: tuple[int, ...] | None
+    env_configs: tuple[EnvFacts, ...]
+    hardware: HardwareFacts | None
+
+
+@dataclass(frozen=True, slots=True)
+class RuleFacts:
+    """One component_placement entry: its key and, when valid, its group labels."""
+
+    key: str
+    declared_key: object
+    node_groups: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigFacts:
+    """The valid parts of a config; ``None`` for a section that is missing or broken."""
+
+    num_nodes: int | None
+    groups: tuple[GroupFacts, ...] | None
+    rules: tuple[RuleFacts, ...] | None
+    inventory: tuple[tuple[int, ...] | None, ...]
+
+
+def nodes(ranks: Sequence[int]) -> str:
+    """``node 3`` or ``nodes 1-2,5``: the subject of a message about node ranks."""
+    return f"node {ranks[0]}" if len(ranks) == 1 else f"nodes {format_rank_list(ranks)}"
+
+
+def _are(ranks: Sequence[int]) -> str:
+    return "is" if len(ranks) == 1 else "are"
+
+
+def cross_check(facts: ConfigFacts, *, groups: bool = False) -> Iterable[Issue]:
+    """Rules that relate different parts of a config; yields (path suffix, message, value).
+
+    Args:
+        facts: The valid parts of the config.
+        groups: Also run each group's own consistency checks (:func:`group_check`);
+            a validated config has already passed them.
+    """
+    yield from _check_ranges(facts)
+    yield from _check_labels(facts)
+    yield from _check_components(facts)
+    if facts.groups is not None:
+        if groups:
+            for g, group in enumerate(facts.groups):
+                for suffix, message, value in group_check(group):
+                    yield f".node_groups[{g}]{suffix}", message, value
+        yield from _check_environments(facts.groups)
+        yield from _check_hardware(facts.groups)
+    yield from _check_inventory(facts)
+
+
+def group_check(group: GroupFacts) -> Iterable[Issue]:
+    """One group's own consistency: env_configs and hardware inside its node_ranks."""
+    members = frozenset(group.node_ranks) if group.node_ranks is not None else None
+    shown = format_rank_list(group.node_ranks) if group.node_ranks is not None else ""
+    owner: dict[int, int] = {}
+    for i, env in enumerate(group.env_configs):
+        if env.node_ranks is None:
+            continue
+        where = f".env_configs[{i}].node_ranks"
+        if members is not None and (outside := [r for r in env.node_ranks if r not in members]):
+            yield (
+                where,
+                f"{nodes(outside)} {_are(outside)} not in the group's node_ranks {shown}",
+                format_rank_list(env.node_ranks),
+            )
+        if shared := [r for r in env.node_ranks if r in owner]:
+            yield (
+                where,
+                f"{nodes(shared)} {_are(shared)} already in env_configs[{owner[shared[0]]}]: "
+                "two env_configs of one group may not share a node",
+                format_rank_list(env.node_ranks),
+            )
+        for rank in env.node_ranks:
+            owner.setdefault(rank, i)
+    if group.hardware is not None and members is not None:
+        for i, config in enumerate(group.hardware.configs):
+            if config is not None and config.node_rank not in members:
+                yield (
+                    f".hardware.configs[{i}].node_rank",
+                    f"node {config.node_rank} is not in the group's node_ranks {shown}",
+                    config.node_rank,
+                )
+
+
+def _check_ranges(facts: ConfigFacts) -> Iterable[Issue]:
+    n = facts.num_nodes
+    if n is None:
+        return
 
     def message(bad: list[int]) -> str:
         return (
-            f"nodes {format_rank_list(bad)} are out of range: num_nodes is {n}, so valid "
-            f"node ranks are 0-{n - 1}"
+            f"{nodes(bad)} {_are(bad)} out of range: num_nodes is {n}, so valid node ranks "
+            f"are 0-{n - 1}"
         )
 
-    for g, group in enumerate(config.node_groups):
-        if bad := _out_of_range(group.node_ranks, n):
+    for g, group in enumerate(facts.groups or ()):
+        if group.node_ranks is not None and (bad := [r for r in group.node_ranks if r >= n]):
             yield f".node_groups[{g}].node_ranks", message(bad), format_rank_list(group.node_ranks)
         for e, env in enumerate(group.env_configs):
-            if bad := _out_of_range(env.node_ranks, n):
+            if env.node_ranks is not None and (bad := [r for r in env.node_ranks if r >= n]):
                 where = f".node_groups[{g}].env_configs[{e}].node_ranks"
                 yield where, message(bad), format_rank_list(env.node_ranks)
-        if group.hardware is not None:
-            for c, hw in enumerate(group.hardware.configs):
-                controller = getattr(hw, "controller_node_rank", None)
-                if isinstance(controller, int) and controller >= n:
-                    where = f".node_groups[{g}].hardware.configs[{c}].controller_node_rank"
-                    yield where, message([controller]), controller
-    for i, entry in enumerate(config.inventory):
-        if bad := _out_of_range(entry.node_ranks, n):
-            yield f".inventory[{i}].node_ranks", message(bad), format_rank_list(entry.node_ranks)
+        for c, hw in enumerate(group.hardware.configs if group.hardware is not None else ()):
+            controller = getattr(hw, "controller_node_rank", None)
+            if isinstance(controller, int) and controller >= n:
+                where = f".node_groups[{g}].hardware.configs[{c}].controller_node_rank"
+                yield where, message([controller]), controller
+    for i, ranks in enumerate(facts.inventory):
+        if ranks is not None and (bad := [r for r in ranks if r >= n]):
+            yield f".inventory[{i}].node_ranks", message(bad), format_rank_list(ranks)
 
 
-def _check_labels(config: ClusterConfig) -> Iterable[tuple[str, str, object]]:
+def _check_labels(facts: ConfigFacts) -> Iterable[Issue]:
     first: dict[str, int] = {}
-    for g, group in enumerate(config.node_groups):
+    for g, group in enumerate(facts.groups or ()):
+        if group.label is None:
+            continue
         if group.label in RESERVED_LABELS:
             yield (
                 f".node_groups[{g}].label",
-                f"{group.label!r} is reserved (the reserved labels are 'cluster' and 'node')",
+                f"{group.label!r} is reserved for the built-in group of all nodes "
+                "(the reserved labels are 'cluster' and 'node'); choose another label",
                 group.label,
             )
         elif group.label in first:
@@ -82,78 +197,95 @@ def _check_labels(config: ClusterConfig) -> Iterable[tuple[str, str, object]]:
             first[group.label] = g
 
 
-def _check_components(config: ClusterConfig) -> Iterable[tuple[str, str, object]]:
-    if not config.component_placement:
+def unknown_group_message(label: str, defined: Sequence[str]) -> str:
+    """The message for a ``node_group`` that names no group, listing the defined ones."""
+    own = [d for d in dict.fromkeys(defined) if d not in RESERVED_LABELS]
+    listed = f"the defined groups are {', '.join(own)}" if own else "no node groups are defined"
+    return (
+        f"{label!r} is not a defined node group: {listed}, plus the reserved 'cluster' and "
+        f"'node'{did_you_mean(label, (*own, *RESERVED_LABELS))}"
+    )
+
+
+def _check_components(facts: ConfigFacts) -> Iterable[Issue]:
+    if facts.rules is None:
+        return
+    if not facts.rules:
         yield ".component_placement", "expected at least one component", None
-    known = tuple(dict.fromkeys((*config.labels, *RESERVED_LABELS)))
+    labels = [g.label for g in facts.groups or ()]
+    defined = [label for label in labels if label is not None]
+    # An unknown reference is only certain when every group's label is known.
+    known = (*defined, *RESERVED_LABELS) if len(defined) == len(labels) else None
     owner: dict[str, str] = {}
-    for key, rule in config.component_placement.items():
-        where = f".component_placement.{key}"
-        if rule.key != key:
-            yield f"{where}.key", "unknown key; the component names are the entry's key", rule.key
+    for rule in facts.rules:
+        where = f".component_placement.{rule.key}"
+        if rule.declared_key is not None and rule.declared_key != rule.key:
+            yield (
+                f"{where}.key",
+                "unknown key; the component names are the entry's key",
+                rule.declared_key,
+            )
             continue
-        for name in rule.names:
+        for name in (part.strip() for part in rule.key.split(",")):
             if not name:
-                yield where, "empty component name in the key (stray comma?)", key
+                yield where, "empty component name in the key (stray comma?)", rule.key
             elif name in owner:
                 yield (
                     where,
                     f"component {name!r} is already placed by component_placement.{owner[name]}",
-                    key,
+                    rule.key,
                 )
             else:
-                owner[name] = key
+                owner[name] = rule.key
+        if known is None or rule.node_groups is None:
+            continue
         for i, label in enumerate(rule.node_groups):
             if label not in known:
                 suffix = f"{where}.node_group" + (f"[{i}]" if len(rule.node_groups) > 1 else "")
-                yield (
-                    suffix,
-                    f"no node group is labelled {label!r}; known groups: {', '.join(known)}"
-                    + did_you_mean(label, known),
-                    label,
-                )
+                yield suffix, unknown_group_message(label, defined), label
 
 
-def _check_environments(config: ClusterConfig) -> Iterable[tuple[str, str, object]]:
+def _check_environments(groups: Sequence[GroupFacts]) -> Iterable[Issue]:
     env_owner: dict[tuple[int, str], str] = {}
     interpreter_owner: dict[int, str] = {}
-    for g, group in enumerate(config.node_groups):
+    for g, group in enumerate(groups):
         for e, env in enumerate(group.env_configs):
             where = f".node_groups[{g}].env_configs[{e}]"
-            if env.python_interpreter_path is not None:
-                clash = [r for r in env.node_ranks if r in interpreter_owner]
-                if clash:
+            yield from _reserved_env_vars(where, env)
+            if env.node_ranks is None:
+                continue
+            if env.interpreter is not None:
+                if clash := [r for r in env.node_ranks if r in interpreter_owner]:
                     yield (
                         f"{where}.python_interpreter_path",
-                        f"nodes {format_rank_list(clash)} already get an interpreter from "
-                        f"cluster{interpreter_owner[clash[0]]}: at most one "
+                        f"{nodes(clash)} already get{'s' if len(clash) == 1 else ''} an "
+                        f"interpreter from cluster{interpreter_owner[clash[0]]}: at most one "
                         "python_interpreter_path per node across all groups",
-                        env.python_interpreter_path,
+                        env.interpreter,
                     )
                 for rank in env.node_ranks:
                     interpreter_owner.setdefault(rank, f"{where}.python_interpreter_path")
-            for v, (key, _) in enumerate(env.env_vars):
-                clash = [r for r in env.node_ranks if (r, key) in env_owner]
-                if clash:
+            for v, (key, _) in enumerate(env.env_vars or ()):
+                if clash := [r for r in env.node_ranks if (r, key) in env_owner]:
                     yield (
                         f"{where}.env_vars[{v}]",
-                        f"{key} is already set on nodes {format_rank_list(clash)} by "
+                        f"{key} is already set on {nodes(clash)} by "
                         f"cluster{env_owner[(clash[0], key)]}: a key may be set once per node "
                         "across all groups",
                         None,
                     )
                 for rank in env.node_ranks:
                     env_owner.setdefault((rank, key), f"{where}.env_vars[{v}]")
-            yield from _reserved_env_vars(where, env)
 
 
-def _reserved_env_vars(where: str, env: EnvConfig) -> Iterable[tuple[str, str, object]]:
+def _reserved_env_vars(where: str, env: EnvFacts) -> Iterable[Issue]:
     reserved = _reserved_names()
-    for v, (key, _) in enumerate(env.env_vars):
+    for v, (key, _) in enumerate(env.env_vars or ()):
         if key in reserved:
             yield (
                 f"{where}.env_vars[{v}]",
-                f"{key} is set by placement for every worker and cannot be overridden",
+                f"{key} is a reserved variable that env_vars may not set: placement sets it "
+                "for every worker",
                 key,
             )
 
@@ -166,41 +298,42 @@ def _reserved_names() -> frozenset[str]:
     return frozenset(getattr(worker_env, "RESERVED_ENV_VARS", ()))
 
 
-def _check_hardware(config: ClusterConfig) -> Iterable[tuple[str, str, object]]:
+def _check_hardware(groups: Sequence[GroupFacts]) -> Iterable[Issue]:
     # Identical configs inside one group are caught by HardwareSpec; across groups they
     # share a (node, type) and are caught here.
     owner: dict[tuple[int, str], int] = {}
-    for g, group in enumerate(config.node_groups):
-        if group.hardware is None:
+    for g, group in enumerate(groups):
+        if group.hardware is None or group.hardware.type is None:
             continue
         kind = group.hardware.type
-        nodes = sorted({hw.node_rank for hw in group.hardware.configs})
+        ranks = sorted({hw.node_rank for hw in group.hardware.configs if hw is not None})
         clashes: dict[int, list[int]] = {}
-        for rank in nodes:
+        for rank in ranks:
             first = owner.setdefault((rank, kind), g)
             if first != g:
                 clashes.setdefault(first, []).append(rank)
-        for first, ranks in clashes.items():
+        for first, clash in clashes.items():
             yield (
                 f".node_groups[{g}].hardware",
-                f"{kind} devices of nodes {format_rank_list(ranks)} are already declared by "
+                f"{kind} devices of {nodes(clash)} are already declared by "
                 f"node_groups[{first}]: one group per (node, hardware type)",
                 kind,
             )
 
 
-def _check_inventory(config: ClusterConfig) -> Iterable[tuple[str, str, object]]:
+def _check_inventory(facts: ConfigFacts) -> Iterable[Issue]:
     owner: dict[int, int] = {}
-    for i, entry in enumerate(config.inventory):
-        clash = [r for r in entry.node_ranks if r in owner]
-        if clash:
+    for i, ranks in enumerate(facts.inventory):
+        if ranks is None:
+            continue
+        if clash := [r for r in ranks if r in owner]:
             yield (
                 f".inventory[{i}].node_ranks",
-                f"nodes {format_rank_list(clash)} are already described by "
+                f"{nodes(clash)} {_are(clash)} already described by "
                 f"inventory[{owner[clash[0]]}]: each node once",
-                format_rank_list(entry.node_ranks),
+                format_rank_list(ranks),
             )
-        for rank in entry.node_ranks:
+        for rank in ranks:
             owner.setdefault(rank, i)
 
 

@@ -7,8 +7,11 @@ whose :class:`~placement_core.errors.Problem` entries carry YAML paths such as
 ``cluster.node_groups[1].env_configs[0].node_ranks``.
 
 Checks run in two passes: field-level checks (types, unknown keys, rank lists, rule syntax,
-one node group's own consistency) over the whole document, then, when those pass, the
-rules that relate different parts of the config (unique labels, env vars per node, ...).
+one node group's own consistency) over the whole document, then the rules that relate
+different parts of the config (unique labels, known groups, env vars per node, ...). The
+second pass runs on whatever parts are valid (:class:`~placement_core._checks.ConfigFacts`),
+so a broken field does not hide problems elsewhere, and a rule whose own inputs are
+broken is skipped rather than reported a second time.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     WithJsonSchema,
@@ -31,7 +36,19 @@ from pydantic import (
     model_validator,
 )
 
-from ._checks import RESERVED_LABELS, cross_check, rule_syntax_error
+from ._checks import (
+    RESERVED_LABELS,
+    ConfigFacts,
+    EnvFacts,
+    GroupFacts,
+    HardwareFacts,
+    RuleFacts,
+    cross_check,
+    group_check,
+    nodes,
+    rule_syntax_error,
+    unknown_group_message,
+)
 from ._problems import Issues, did_you_mean, issue, issues_from, problems_from_validation_error
 from ._yamlio import plain, read_document
 from .errors import ConfigError, PlacementError, PlacementRuleError, Problem
@@ -77,13 +94,26 @@ _RANK_LIST_SCHEMA: dict[str, Any] = {
 def _node_ranks(value: object, info: ValidationInfo) -> tuple[int, ...]:
     if isinstance(value, tuple) and all(type(v) is int for v in value):
         value = list(value)
-    num_nodes = (info.context or {}).get("num_nodes")
-    available = range(num_nodes) if isinstance(num_nodes, int) and num_nodes > 0 else None
+    given = (info.context or {}).get("num_nodes")
+    num_nodes = given if isinstance(given, int) and given > 0 else None
     try:
-        return parse_rank_list(value, available=available)
+        ranks = parse_rank_list(
+            value, available=range(num_nodes) if num_nodes and _mentions_all(value) else None
+        )
     except PlacementError as error:
-        note = f" (num_nodes is {num_nodes})" if "out of range" in error.reason else ""
-        raise issue(error.reason + note, None, error.path or "") from None
+        raise issue(error.reason, None, error.path or "") from None
+    if num_nodes is not None and (bad := [r for r in ranks if r >= num_nodes]):
+        raise issue(
+            f"{nodes(bad)} {'is' if len(bad) == 1 else 'are'} out of range: num_nodes is "
+            f"{num_nodes}, so valid node ranks are 0-{num_nodes - 1}",
+            format_rank_list(ranks),
+        )
+    return ranks
+
+
+def _mentions_all(value: object) -> bool:
+    items = value if isinstance(value, list | tuple) else [value]
+    return any(isinstance(item, str) and "all" in item.lower() for item in items)
 
 
 NodeRanks = Annotated[
@@ -214,6 +244,18 @@ def _node_group_labels(value: object) -> object:
     return tuple(labels)
 
 
+GroupLabels = Annotated[tuple[str, ...], BeforeValidator(_node_group_labels)]
+
+
+def _interpreter(value: str) -> str:
+    if not value.strip():
+        raise issue("expected a path to a Python interpreter, got an empty string", value)
+    return value
+
+
+InterpreterPath = Annotated[str, AfterValidator(_interpreter)]
+
+
 def _placement_text(value: object) -> object:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
@@ -241,7 +283,7 @@ class ComponentRule(_Model):
     """
 
     key: str
-    node_groups: Annotated[tuple[str, ...], BeforeValidator(_node_group_labels)] = ("cluster",)
+    node_groups: GroupLabels = ("cluster",)
     placement: Annotated[
         str,
         BeforeValidator(_placement_text),
@@ -290,15 +332,8 @@ class EnvConfig(_Model):
     """
 
     node_ranks: NodeRanks
-    python_interpreter_path: str | None = None
+    python_interpreter_path: InterpreterPath | None = None
     env_vars: EnvVars = ()
-
-    @field_validator("python_interpreter_path")
-    @classmethod
-    def _interpreter(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise issue("expected a path to a Python interpreter, got an empty string", value)
-        return value
 
 
 class HardwareSpec(_Model):
@@ -377,44 +412,7 @@ class NodeGroup(_Model):
 
     @model_validator(mode="after")
     def _inside_group(self) -> Self:
-        issues: list[tuple[str, str, object]] = []
-        members = frozenset(self.node_ranks)
-        owner: dict[int, int] = {}
-        for i, env in enumerate(self.env_configs):
-            outside = [r for r in env.node_ranks if r not in members]
-            if outside:
-                issues.append(
-                    (
-                        f".env_configs[{i}].node_ranks",
-                        f"nodes {format_rank_list(outside)} are not in the group's node_ranks "
-                        f"{format_rank_list(self.node_ranks)}",
-                        format_rank_list(env.node_ranks),
-                    )
-                )
-            shared = [r for r in env.node_ranks if r in owner]
-            if shared:
-                issues.append(
-                    (
-                        f".env_configs[{i}].node_ranks",
-                        f"nodes {format_rank_list(shared)} are already in env_configs"
-                        f"[{owner[shared[0]]}]: two env_configs of one group may not share "
-                        "a node",
-                        format_rank_list(env.node_ranks),
-                    )
-                )
-            for rank in env.node_ranks:
-                owner.setdefault(rank, i)
-        if self.hardware is not None:
-            for i, config in enumerate(self.hardware.configs):
-                if config.node_rank not in members:
-                    issues.append(
-                        (
-                            f".hardware.configs[{i}].node_rank",
-                            f"node {config.node_rank} is not in the group's node_ranks "
-                            f"{format_rank_list(self.node_ranks)}",
-                            config.node_rank,
-                        )
-                    )
+        issues = list(group_check(_group_facts(self)))
         if issues:
             raise Issues(issues)
         return self
@@ -478,7 +476,7 @@ class ClusterConfig(_Model):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Self:
-        issues = list(cross_check(self))
+        issues = list(cross_check(_config_facts(self)))
         if issues:
             raise Issues(issues)
         return self
@@ -517,12 +515,7 @@ class ClusterConfig(_Model):
                 return group
         if label in RESERVED_LABELS:
             return NodeGroup(label=label, node_ranks=tuple(range(self.num_nodes)))
-        known = tuple(dict.fromkeys((*self.labels, *RESERVED_LABELS)))
-        raise PlacementRuleError(
-            f"no node group is labelled {label!r}; known groups: {', '.join(known)}"
-            + did_you_mean(label, known),
-            path="node_group",
-        )
+        raise PlacementRuleError(unknown_group_message(label, self.labels), path="node_group")
 
     def node_environment(self, label: str, node_rank: int) -> tuple[str | None, dict[str, str]]:
         """``(python_interpreter_path, env_vars)`` that group ``label`` gives ``node_rank``.
@@ -617,7 +610,131 @@ def load_config(
     try:
         return ClusterConfig.model_validate(section, context=context)
     except ValidationError as error:
-        raise ConfigError(problems_from_validation_error(error, ClusterConfig)) from None
+        problems = problems_from_validation_error(error, ClusterConfig)
+    # The config is broken somewhere: still run every cross-part rule whose inputs are valid.
+    seen = {(p.path, p.message) for p in problems}
+    for suffix, message, value in cross_check(_raw_facts(section, context), groups=True):
+        problem = Problem(f"{ROOT}{suffix}", message, value)
+        if (problem.path, problem.message) not in seen:
+            seen.add((problem.path, problem.message))
+            problems.append(problem)
+    raise ConfigError(problems)
+
+
+# --------------------------------------------------------------------------- facts
+
+
+def _group_facts(group: NodeGroup) -> GroupFacts:
+    hardware = group.hardware
+    return GroupFacts(
+        label=group.label,
+        node_ranks=group.node_ranks,
+        env_configs=tuple(
+            EnvFacts(env.node_ranks, env.python_interpreter_path, env.env_vars)
+            for env in group.env_configs
+        ),
+        hardware=None if hardware is None else HardwareFacts(hardware.type, hardware.configs),
+    )
+
+
+def _config_facts(config: ClusterConfig) -> ConfigFacts:
+    return ConfigFacts(
+        num_nodes=config.num_nodes,
+        groups=tuple(_group_facts(group) for group in config.node_groups),
+        rules=tuple(
+            RuleFacts(key, rule.key if rule.key != key else None, rule.node_groups)
+            for key, rule in config.component_placement.items()
+        ),
+        inventory=tuple(entry.node_ranks for entry in config.inventory),
+    )
+
+
+_NODE_RANKS: TypeAdapter[tuple[int, ...]] = TypeAdapter(NodeRanks)
+_LABEL: TypeAdapter[str] = TypeAdapter(Label)
+_ENV_VARS: TypeAdapter[tuple[tuple[str, str], ...]] = TypeAdapter(EnvVars)
+_INTERPRETER: TypeAdapter[str] = TypeAdapter(InterpreterPath)
+_GROUP_LABELS: TypeAdapter[tuple[str, ...]] = TypeAdapter(GroupLabels)
+_POSITIVE: TypeAdapter[int] = TypeAdapter(PositiveInt)
+
+
+def _valid(adapter: TypeAdapter[Any], raw: Mapping[str, Any], key: str, **context: Any) -> Any:
+    """``raw[key]`` validated on its own, or None when it is missing or invalid."""
+    if key not in raw:
+        return None
+    try:
+        return adapter.validate_python(raw[key], context=context)
+    except (ValidationError, PlacementError):
+        return None
+
+
+def _mappings(value: object) -> list[Mapping[str, Any]]:
+    items = value if isinstance(value, list | tuple) else []
+    return [item if isinstance(item, Mapping) else {} for item in items]
+
+
+def _raw_hardware(raw: object) -> HardwareFacts | None:
+    if not isinstance(raw, Mapping):
+        return None
+    kind = raw.get("type")
+    model = hardware_model(kind) if isinstance(kind, str) else None
+    if model is None:
+        return HardwareFacts(None, ())
+    configs: list[HardwareConfig | None] = []
+    items = raw.get("configs")
+    for item in items if isinstance(items, list | tuple) else ():
+        try:
+            configs.append(model.model_validate(item))
+        except ValidationError:
+            configs.append(None)
+    return HardwareFacts(str(kind), tuple(configs))
+
+
+def _rule_groups(rule: object) -> tuple[str, ...] | None:
+    if not isinstance(rule, Mapping) or "node_group" not in rule:
+        return ("cluster",)
+    return _valid(_GROUP_LABELS, rule, "node_group")  # type: ignore[no-any-return]
+
+
+def _raw_facts(section: Mapping[str, Any], context: Mapping[str, Any]) -> ConfigFacts:
+    """The valid parts of a config that failed validation, each field checked on its own."""
+    groups = None
+    if isinstance(section.get("node_groups", ()), list | tuple):
+        groups = tuple(
+            GroupFacts(
+                label=_valid(_LABEL, raw, "label"),
+                node_ranks=_valid(_NODE_RANKS, raw, "node_ranks", **context),
+                env_configs=tuple(
+                    EnvFacts(
+                        _valid(_NODE_RANKS, env, "node_ranks", **context),
+                        _valid(_INTERPRETER, env, "python_interpreter_path"),
+                        _valid(_ENV_VARS, env, "env_vars") if "env_vars" in env else (),
+                    )
+                    for env in _mappings(raw.get("env_configs", ()))
+                ),
+                hardware=_raw_hardware(raw.get("hardware")),
+            )
+            for raw in _mappings(section.get("node_groups", ()))
+        )
+    rules = None
+    placement = section.get("component_placement")
+    if isinstance(placement, Mapping):
+        rules = tuple(
+            RuleFacts(
+                str(key),
+                rule.get("key") if isinstance(rule, Mapping) else None,
+                _rule_groups(rule),
+            )
+            for key, rule in placement.items()
+        )
+    return ConfigFacts(
+        num_nodes=_valid(_POSITIVE, section, "num_nodes"),
+        groups=groups,
+        rules=rules,
+        inventory=tuple(
+            _valid(_NODE_RANKS, entry, "node_ranks", **context)
+            for entry in _mappings(section.get("inventory", ()))
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- JSON schema
