@@ -221,8 +221,6 @@ class PlacementWorker:
 
     def _placement_hand_over(self, name: str) -> tuple[int, ...]:
         """Release the held port block ``name`` (see :func:`hand_over_ports`)."""
-        if name == MASTER_PORT_BLOCK:
-            return (hand_over_master_port(),)
         return hand_over_ports(name)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from typing import Any
 
 __all__ = ["DemoEngine", "DemoTrainer", "DemoWorker"]
@@ -27,6 +28,25 @@ class DemoWorker:
     def getenv(self, name: str) -> str | None:
         """One environment variable as the worker sees it."""
         return os.environ.get(name)
+
+    def bind_master(self) -> tuple[int, int, bool]:
+        """What ``init_process_group`` does with the master port: rank 0 binds it.
+
+        Every rank asks ``hand_over_master_port()``; rank 0 releases the port it holds
+        and binds it at once (as a TCPStore would), the others just read ``MASTER_PORT``.
+
+        Returns:
+            ``(RANK, port, whether this rank bound it)``.
+        """
+        from placement_ray.worker import hand_over_master_port
+
+        port = hand_over_master_port()
+        if _rank() != 0:
+            return _rank(), port, False
+        with socket.socket() as store:
+            store.bind((os.environ["MASTER_ADDR"], port))
+            store.listen(1)
+        return _rank(), port, True
 
     def fail(self, rank: int) -> int:
         """Raise on ``rank`` only (to show how failures are reported)."""

@@ -1,0 +1,84 @@
+"""WorkerGroup: in-worker master-port hand-over, and node loss reported by rank, node and
+GPUs (on a small module-scoped cluster of its own, since a node is removed)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import ray
+from ray.util.placement_group import placement_group_table
+
+from placement_ray.cluster import Cluster
+from placement_ray.demo.workers import DemoWorker
+from placement_ray.errors import ArgumentError, NodeLostError
+from placement_ray.launch import Launch, launch
+from placement_ray.worker import PortNotHeldError
+
+from .conftest import connect, reconnect_session, start_simulated_cluster
+
+CONFIG = {"cluster": {"num_nodes": 2, "component_placement": {"actor": "0-3"}}}
+
+
+@pytest.fixture(scope="module")
+def two_nodes() -> Iterator[tuple[Any, Cluster, Launch]]:
+    """2 labelled nodes x 2 GPUs; one actor per GPU (ranks 2, 3 on node 1)."""
+    sim = start_simulated_cluster(2, num_gpus=2, num_cpus=2)
+    try:
+        connect(sim.address)
+        view = Cluster(2, timeout_s=60, export_env=False)
+        launched = launch(CONFIG, {"actor": DemoWorker}, view, timeout_s=120)
+        yield sim, view, launched
+    finally:
+        ray.shutdown()
+        sim.shutdown()
+        reconnect_session()
+
+
+def test_workers_hand_the_master_port_over_themselves(two_nodes: Any) -> None:
+    _, _, launched = two_nodes
+    group = launched["actor"]
+    results = group.execute("bind_master", timeout_s=60)
+    assert results == [(0, group.master_port, True)] + [
+        (r, group.master_port, False) for r in range(1, 4)
+    ]
+    with pytest.raises(PortNotHeldError, match="holds no port block"):
+        group.hand_over_master_port()
+
+
+def test_group_basics(two_nodes: Any) -> None:
+    _, _, launched = two_nodes
+    group = launched["actor"]
+    assert len(group) == group.world_size == 4
+    assert [w.rank for w in group] == [0, 1, 2, 3]
+    assert [w.node_rank for w in group] == [0, 0, 1, 1]
+    assert len(group.handles) == 4
+    assert [o.describe() for o in group.occupants()][
+        2
+    ] == "actor rank 2 on node 1 (GPUs [0], bundle 2)"
+
+
+def test_a_lost_node_is_reported_by_rank_node_and_gpus(two_nodes: Any) -> None:
+    sim, view, launched = two_nodes
+    group = launched["actor"]
+    victim = view.node(1)
+    sim.remove_node(next(n for n in sim.worker_nodes if n.node_id == victim.node_id))
+    deadline = time.monotonic() + 60
+    while victim.node_id in view.alive_node_ids():
+        assert time.monotonic() < deadline, "node removal not noticed in 60s"
+        time.sleep(0.2)
+    with pytest.raises(NodeLostError) as caught:
+        group.execute("ping", timeout_s=60)
+    error = caught.value
+    assert error.dead_nodes == ((1, victim.node_id),)
+    assert [(a["rank"], a["node_rank"], a["gpu_ids"]) for a in error.affected] == [
+        (2, 1, (0,)),
+        (3, 1, (1,)),
+    ]
+    assert "actor rank 3 on node 1 (GPUs [1]" in str(error)
+    assert placement_group_table(launched.group.pg)["state"] == "REMOVED"
+    group.kill()
+    with pytest.raises(ArgumentError, match="was killed"):
+        group.execute("ping")
