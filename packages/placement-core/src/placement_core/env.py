@@ -7,23 +7,32 @@ so the planner sets both. The names follow Ray's accelerator managers
 a backend-qualified list (``level_zero:0,1``), and Ray 2.5x/2.6x masks Intel GPUs with
 ``ZE_AFFINITY_MASK`` instead (older Ray used the selector), so both of Ray's opt-outs are
 set.
+
+A process placed on non-accelerator hardware (a robot arm) also gets its device's type
+and config entry, so the controller knows which robot it drives.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from .errors import PlacementRuleError
 from .records import Placement
 
 __all__ = [
+    "HARDWARE_CONFIG_ENV",
+    "HARDWARE_ENV_VARS",
+    "HARDWARE_TYPE_ENV",
     "RANK_ENV_VARS",
     "RESERVED_ENV_VARS",
     "VISIBILITY_ENV_VARS",
     "Visibility",
     "check_user_env",
+    "hardware_env",
     "visibility_env",
     "worker_env",
 ]
@@ -79,12 +88,42 @@ RANK_ENV_VARS: frozenset[str] = frozenset(
     | {"MASTER_ADDR", "MASTER_PORT"}
 )
 
+#: The hardware type (``Franka``) of a process placed on hardware.
+HARDWARE_TYPE_ENV = "PLACEMENT_HARDWARE_TYPE"
+#: The JSON of the device's config entry (a JSON list when the process has several).
+HARDWARE_CONFIG_ENV = "PLACEMENT_HARDWARE_CONFIG"
+HARDWARE_ENV_VARS: frozenset[str] = frozenset({HARDWARE_TYPE_ENV, HARDWARE_CONFIG_ENV})
+
 #: Variables the planner owns; user ``env_vars`` may not set them.
-RESERVED_ENV_VARS: frozenset[str] = RANK_ENV_VARS | frozenset(
-    name
-    for visibility in VISIBILITY_ENV_VARS.values()
-    for name in (visibility.env_var, *visibility.noset_env_vars)
+RESERVED_ENV_VARS: frozenset[str] = (
+    RANK_ENV_VARS
+    | HARDWARE_ENV_VARS
+    | frozenset(
+        name
+        for visibility in VISIBILITY_ENV_VARS.values()
+        for name in (visibility.env_var, *visibility.noset_env_vars)
+    )
 )
+
+
+def hardware_env(hardware_type: str, configs: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The variables telling a process which hardware it drives.
+
+    Args:
+        hardware_type: The registered type (``Franka``).
+        configs: The config entries of the process's devices, in its ``hardware_ranks``
+            order (``HardwareDevice.config``).
+
+    Returns:
+        ``PLACEMENT_HARDWARE_TYPE`` and ``PLACEMENT_HARDWARE_CONFIG``: the JSON of the one
+        device's config entry, or a JSON list of entries when the process has several.
+    """
+    entries = [dict(config) for config in configs]
+    shown: object = entries[0] if len(entries) == 1 else entries
+    return {
+        HARDWARE_TYPE_ENV: hardware_type,
+        HARDWARE_CONFIG_ENV: json.dumps(shown, default=str),
+    }
 
 
 def visibility_env(accelerator_type: str | None, ids: Sequence[int]) -> dict[str, str]:
@@ -132,6 +171,7 @@ def worker_env(
     master_addr: str,
     master_port: int | None = None,
     user_env: Mapping[str, str] | None = None,
+    hardware_configs: Sequence[Mapping[str, Any]] = (),
     path: str | None = None,
 ) -> dict[str, str]:
     """The environment of the worker of ``placement`` (SPEC 8).
@@ -141,7 +181,8 @@ def worker_env(
     otherwise, -1 without accelerators), ``LOCAL_WORLD_SIZE``, ``NODE_RANK`` (the
     placement node rank), ``MASTER_ADDR``, ``MASTER_PORT`` (only when given) and the
     accelerator type's visibility variable with Ray's opt-outs, on top of ``user_env``
-    (the env_vars of the placement's node group on its node).
+    (the env_vars of the placement's node group on its node). A placement on hardware
+    also gets :func:`hardware_env` of ``hardware_configs`` (its devices' config entries).
 
     Raises:
         PlacementRuleError: ``user_env`` sets a reserved variable.
@@ -160,4 +201,6 @@ def worker_env(
         env["MASTER_PORT"] = str(master_port)
     if placement.visible_accelerators:
         env.update(visibility_env(placement.accelerator_type, placement.visible_accelerators))
+    if placement.hardware_type is not None:
+        env.update(hardware_env(placement.hardware_type, hardware_configs))
     return env

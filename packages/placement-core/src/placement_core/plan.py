@@ -159,8 +159,25 @@ class Plan:
             master_addr=master_addr or self.master_addr(component),
             master_port=master_port,
             user_env=user_env,
+            hardware_configs=self.hardware_configs(component, rank),
             path=f"cluster.node_groups.{placement.node_group}.env_vars",
         )
+
+    def hardware_configs(self, component: str, rank: int) -> tuple[Mapping[str, Any], ...]:
+        """The config entries of the hardware devices one process drives (empty if none).
+
+        In ``hardware_ranks`` order; :meth:`env` passes them on as
+        ``PLACEMENT_HARDWARE_CONFIG``.
+        """
+        placement = self.placement(component, rank)
+        if placement.hardware_type is None:
+            return ()
+        devices = {
+            d.index: d.config
+            for d in self.inventory.nodes[placement.node_rank].hardware
+            if d.type == placement.hardware_type
+        }
+        return tuple(devices[index] for index in placement.hardware_ranks)
 
     def interpreter(self, component: str, rank: int) -> str | None:
         """The python interpreter of the placement's node group on its node, if any."""
