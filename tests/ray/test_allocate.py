@@ -12,6 +12,7 @@ import ray
 from placement_ray.allocate import (
     InterpreterError,
     WorkerStartError,
+    WorkerStartTimeoutError,
     allocate,
     check_interpreters,
     wait_started,
@@ -125,7 +126,7 @@ def test_start_that_cannot_fit_times_out_naming_worker_and_cause(ray_env: Cluste
         bundle=bundle,
         gpu_share=0.7,
     )
-    with pytest.raises(WorkerStartError) as caught:
+    with pytest.raises(WorkerStartTimeoutError) as caught:
         wait_started([fits, stuck], timeout_s=5)
     ((who, why),) = caught.value.workers
     assert who.startswith("second on node 0")
@@ -142,7 +143,8 @@ def test_worker_whose_init_raises_is_reported(ray_env: Cluster) -> None:
     "error",
     [
         InterpreterError("bad", problems=[(1, "/x", "does not exist")]),
-        WorkerStartError("late", workers=[("w on node 0", "why")]),
+        WorkerStartError("died", workers=[("w on node 0", "why")]),
+        WorkerStartTimeoutError("late", workers=[("w on node 0", "why")]),
     ],
     ids=lambda e: type(e).__name__,
 )
@@ -151,3 +153,9 @@ def test_errors_pickle_and_derive_from_the_root(error: PlacementRayError) -> Non
     assert type(copy) is type(error)
     assert copy.__dict__ == error.__dict__
     assert isinstance(copy, PlacementRayError)
+
+
+def test_start_errors_derive_from_their_builtins() -> None:
+    assert issubclass(WorkerStartError, RuntimeError)
+    assert issubclass(WorkerStartTimeoutError, TimeoutError)
+    assert issubclass(InterpreterError, ValueError)

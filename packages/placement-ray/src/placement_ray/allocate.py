@@ -44,6 +44,7 @@ __all__ = [
     "InterpreterError",
     "Worker",
     "WorkerStartError",
+    "WorkerStartTimeoutError",
     "allocate",
     "check_interpreters",
     "wait_started",
@@ -70,11 +71,26 @@ class InterpreterError(ArgumentError):
         super().__init__(message)
 
 
-class WorkerStartError(PlacementRayError, TimeoutError):
-    """Workers did not start in time, or died starting; every one started was killed.
+class WorkerStartError(PlacementRayError, RuntimeError):
+    """Workers died starting or their ``__init__`` raised; every one started was killed.
 
     Attributes:
         workers: Per failed worker: its description and the likely cause.
+    """
+
+    def __init__(self, message: str, *, workers: Sequence[tuple[str, str]] = ()) -> None:
+        self.workers = tuple(workers)
+        super().__init__(message)
+
+
+class WorkerStartTimeoutError(PlacementRayError, TimeoutError):
+    """Workers did not start (or finish ``__init__``) in time; every one was killed.
+
+    Ray waits silently for a worker it cannot start (a broken interpreter, GPU shares
+    that cannot fit): the message names each worker and the likely cause.
+
+    Attributes:
+        workers: Per late worker: its description and the likely cause.
     """
 
     def __init__(self, message: str, *, workers: Sequence[tuple[str, str]] = ()) -> None:
@@ -434,8 +450,9 @@ def wait_started(
         assigned, its environment and held ports.
 
     Raises:
-        WorkerStartError: a worker did not start in time or died starting; the message
-            names each one and the likely cause.
+        WorkerStartTimeoutError: a worker did not start in time; the message names each
+            one and the likely cause.
+        WorkerStartError: a worker died starting.
     """
     refs = [w.handle._placement_report.remote() for w in workers]
     started = time.monotonic()
@@ -461,7 +478,10 @@ def wait_started(
         elapsed = time.monotonic() - started
         lines = "\n".join(f"  {who}: {why}" for who, why in failures[:30])
         more = f"\n  ... and {len(failures) - 30} more" if len(failures) > 30 else ""
-        raise WorkerStartError(
+        error: type[WorkerStartError | WorkerStartTimeoutError] = (
+            WorkerStartTimeoutError if waiting else WorkerStartError
+        )
+        raise error(
             f"{len(failures)} of {len(workers)} workers did not start "
             f"(waited {elapsed:.1f}s; all {len(workers)} were stopped):\n{lines}{more}",
             workers=failures,
@@ -515,7 +535,10 @@ def setup_workers(
     if failures:
         release(workers)
         lines = "\n".join(f"  {who}: {why}" for who, why in failures[:30])
-        raise WorkerStartError(
+        error: type[WorkerStartError | WorkerStartTimeoutError] = (
+            WorkerStartTimeoutError if waiting else WorkerStartError
+        )
+        raise error(
             f"{len(failures)} of {len(workers)} workers failed in __init__ (all "
             f"{len(workers)} were stopped):\n{lines}",
             workers=failures,

@@ -27,7 +27,7 @@ import json
 import logging
 import os
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -284,7 +284,7 @@ class Launch:
                 f"no component {component!r}; launched: {list(self.groups)}"
             ) from None
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[WorkerGroup]:
         return iter(self.groups.values())
 
     def shared_with(self, component: str, owner: str) -> tuple[tuple[int, ...], ...]:
@@ -402,7 +402,8 @@ def launch(
         InterpreterError: a node group's interpreter cannot run on its node.
         InfeasiblePlacementGroupError / PlacementGroupTimeoutError: the GPUs cannot be
             reserved.
-        WorkerStartError: workers did not start, or their ``__init__`` failed (named).
+        WorkerStartTimeoutError: workers did not start in time (named, with the cause).
+        WorkerStartError: workers died starting, or their ``__init__`` raised (named).
     """
     if cluster is None:
         from .cluster import Cluster

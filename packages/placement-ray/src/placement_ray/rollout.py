@@ -16,7 +16,7 @@ engine reports which trainer ranks share its GPUs (by GPU UUID where known).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -104,7 +104,7 @@ class RolloutEngines:
     def __getitem__(self, index: int) -> RolloutEngine:
         return self.engines[index]
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[RolloutEngine]:
         return iter(self.engines)
 
     def kill(self) -> None:
@@ -223,7 +223,8 @@ def create_rollout_engines(
         ArgumentError: bad sizes or shares.
         OversubscribedGPUError: with the shares already on these GPUs (a colocated
             trainer), one would exceed 1.
-        WorkerStartError: actors did not start or their ``__init__`` failed.
+        WorkerStartTimeoutError: actors did not start in time (named, with the cause).
+        WorkerStartError: actors died starting, or their ``__init__`` raised.
     """
     if cluster is None:
         from .cluster import Cluster

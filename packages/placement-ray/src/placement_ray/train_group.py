@@ -167,7 +167,8 @@ def create_train_group(
     Raises:
         ArgumentError: the role has no bundles, or a bad share.
         OversubscribedGPUError: with the shares already on these GPUs, one would exceed 1.
-        WorkerStartError: actors did not start or their ``__init__`` failed.
+        WorkerStartTimeoutError: actors did not start in time (named, with the cause).
+        WorkerStartError: actors died starting, or their ``__init__`` raised.
     """
     if cluster is None:
         from .cluster import Cluster
