@@ -507,8 +507,8 @@ def setup_workers(
     """Send each deferred worker its late environment, run its ``__init__``, wait.
 
     Raises:
-        WorkerStartError: a worker's ``__init__`` raised, or did not finish in time (all
-            given workers are stopped).
+        WorkerStartError: a worker's ``__init__`` raised (all given workers are stopped).
+        WorkerStartTimeoutError: a worker's ``__init__`` did not finish in time.
     """
     refs = [
         w.handle._placement_setup.remote(
@@ -563,7 +563,8 @@ def boot(
         Each worker's report after its ``__init__`` ran.
 
     Raises:
-        WorkerStartError: a worker did not start or its ``__init__`` failed; all stopped.
+        WorkerStartTimeoutError: a worker did not start (or run ``__init__``) in time.
+        WorkerStartError: a worker died starting or its ``__init__`` raised; all stopped.
     """
     first = wait_started(workers, timeout_s=timeout_s)
     envs = [dict(late_env(i, w, first)) for i, w in enumerate(workers)]
