@@ -139,6 +139,20 @@ def test_validate_reports_field_and_cross_part_problems_together(
     assert f"  - {path}:3: cluster.component_placement.a.node_group: 'gpu' is not a defined" in err
 
 
+def test_validate_lists_problems_in_file_order(
+    run: Run, write_file: Callable[[str, str], Path]
+) -> None:
+    path = write_file(
+        "bad.yaml",
+        "cluster:\n"
+        "  num_nodes: 2\n"
+        "  component_placement: {a: {node_group: gpu, placement: 0-1}}\n"
+        "  node_groups: [{label: node, node_ranks: 0-5}]\n",
+    )
+    _, _, err = run("validate", str(path))
+    assert [int(row.split(":")[1]) for row in err.splitlines()[1:]] == [3, 4, 4]
+
+
 def test_validate_reports_a_rule_that_cannot_be_placed(
     run: Run, write_file: Callable[[str, str], Path]
 ) -> None:

@@ -182,7 +182,8 @@ def _report(error: PlacementError, config: str | None, err: TextIO) -> None:
     lines = _lines(config)
     if isinstance(error, ConfigError) and len(error.problems) > 1:
         err.write(f"{PROG}: {config}: {len(error.problems)} problems:\n")
-        for problem in error.problems:
+        # In file order, so a reader walks the YAML top to bottom (stable within a line).
+        for problem in sorted(error.problems, key=lambda p: line_of(p.path, lines) or 0):
             err.write(f"  - {_located(str(problem), problem.path, config, lines)}\n")
         return
     err.write(f"{PROG}: error: {_located(str(error), error.path, config, lines)}\n")
