@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from placement_core.config import load_config
 from placement_core.errors import ConfigError, Problem
@@ -216,3 +218,102 @@ def test_messages_agree_in_number(env_ranks: str, expected: str) -> None:
 def test_out_of_range_names_every_node_outside(ranks: object, expected: str) -> None:
     found = problems(cluster(node_groups=[{"label": "g", "node_ranks": ranks}]))
     assert found["cluster.node_groups[0].node_ranks"] == expected
+
+
+def test_a_key_of_only_commas_is_reported_once() -> None:
+    found = problems(cluster(component_placement={",": "0-1"}))
+    assert found == {
+        "cluster.component_placement.,": "empty component name in the key (stray comma?)"
+    }
+
+
+# Near-valid configs: right keys, values sometimes wrong, so both passes run on them.
+_ranks = st.one_of(
+    st.sampled_from(["0-3", "0-9", "x", "all", "5", "", "1-0"]),
+    st.integers(-1, 9),
+    st.lists(st.one_of(st.integers(-1, 9), st.just("2-3")), max_size=3),
+    st.none(),
+)
+_env = st.fixed_dictionaries(
+    {},
+    optional={
+        "node_ranks": _ranks,
+        "python_interpreter_path": st.sampled_from(["/x", "", 3, None]),
+        "env_vars": st.one_of(
+            st.lists(
+                st.dictionaries(
+                    st.sampled_from(["RANK", "A", "B", "1x", "PLACEMENT_HARDWARE_TYPE"]),
+                    st.one_of(st.sampled_from(["v", ""]), st.integers(), st.none()),
+                    max_size=2,
+                ),
+                max_size=3,
+            ),
+            st.just(3),
+        ),
+    },
+)
+_arm = st.fixed_dictionaries(
+    {},
+    optional={
+        "robot_ip": st.sampled_from(["10.0.0.1", "bad"]),
+        "node_rank": st.one_of(st.integers(-1, 9), st.just("1")),
+        "controller_node_rank": st.integers(0, 9),
+    },
+)
+_hardware = st.one_of(
+    st.just(3),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "type": st.sampled_from(["Franka", "Nope"]),
+            "configs": st.one_of(st.lists(_arm, max_size=3), st.just("x")),
+        },
+    ),
+)
+_group = st.one_of(
+    st.just(3),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "label": st.sampled_from(["a", "b", "node", "", 4090, None, "a,b"]),
+            "node_ranks": _ranks,
+            "env_configs": st.one_of(st.lists(_env, max_size=3), st.just({})),
+            "hardware": _hardware,
+        },
+    ),
+)
+_rule = st.one_of(
+    st.sampled_from(["0-3", "0-1:0-3", "x", 3, None]),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "node_group": st.one_of(
+                st.sampled_from(["a", "gpu", "a,b", "node", "", 1.5]),
+                st.lists(st.sampled_from(["a", "zz", 3]), max_size=3),
+            ),
+            "placement": st.sampled_from(["0-3", "bad:"]),
+            "stride": st.integers(0, 2),
+        },
+    ),
+)
+_sections = st.fixed_dictionaries(
+    {},
+    optional={
+        "num_nodes": st.one_of(st.integers(-1, 6), st.just("4")),
+        "component_placement": st.dictionaries(
+            st.sampled_from(["actor", "a,b", "b,", 7]), _rule, max_size=3
+        ),
+        "node_groups": st.one_of(st.lists(_group, max_size=3), st.just({})),
+        "inventory": st.lists(st.fixed_dictionaries({"node_ranks": _ranks}), max_size=2),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_sections)
+def test_near_valid_configs_give_each_problem_once_and_nothing_else(section: Any) -> None:
+    try:
+        load_config({"cluster": section})
+    except ConfigError as error:
+        reported = [(p.path, p.message) for p in error.problems]
+        assert len(reported) == len(set(reported))

@@ -226,10 +226,11 @@ def _check_components(facts: ConfigFacts) -> Iterable[Issue]:
                 rule.declared_key,
             )
             continue
-        for name in (part.strip() for part in rule.key.split(",")):
-            if not name:
-                yield where, "empty component name in the key (stray comma?)", rule.key
-            elif name in owner:
+        names = [part.strip() for part in rule.key.split(",")]
+        if not all(names):
+            yield where, "empty component name in the key (stray comma?)", rule.key
+        for name in filter(None, names):
+            if name in owner:
                 yield (
                     where,
                     f"component {name!r} is already placed by component_placement.{owner[name]}",
