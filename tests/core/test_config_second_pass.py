@@ -162,6 +162,11 @@ def test_broken_num_nodes_gives_no_range_errors() -> None:
     assert set(found) == {"cluster.num_nodes"}
 
 
+def test_broken_num_nodes_does_not_make_all_an_error() -> None:
+    found = problems(cluster(num_nodes=0, node_groups=[{"label": "g", "node_ranks": "all"}]))
+    assert set(found) == {"cluster.num_nodes"}
+
+
 def test_broken_node_group_reference_is_reported_once() -> None:
     found = problems(cluster(component_placement={"actor": {"node_group": 1.5, "placement": 0}}))
     assert set(found) == {"cluster.component_placement.actor.node_group"}

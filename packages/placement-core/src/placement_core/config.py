@@ -94,8 +94,11 @@ _RANK_LIST_SCHEMA: dict[str, Any] = {
 def _node_ranks(value: object, info: ValidationInfo) -> tuple[int, ...]:
     if isinstance(value, tuple) and all(type(v) is int for v in value):
         value = list(value)
-    given = (info.context or {}).get("num_nodes")
+    context = info.context or {}
+    given = context.get("num_nodes")
     num_nodes = given if isinstance(given, int) and given > 0 else None
+    if "num_nodes" in context and num_nodes is None and _mentions_all(value):
+        raise issue(_ALL_UNRESOLVED)  # num_nodes is broken and reported by itself
     try:
         ranks = parse_rank_list(
             value, available=range(num_nodes) if num_nodes and _mentions_all(value) else None
@@ -109,6 +112,9 @@ def _node_ranks(value: object, info: ValidationInfo) -> tuple[int, ...]:
             format_rank_list(ranks),
         )
     return ranks
+
+
+_ALL_UNRESOLVED = "'all' cannot be resolved: num_nodes is invalid"
 
 
 def _mentions_all(value: object) -> bool:
@@ -606,11 +612,16 @@ def load_config(
         document, name = read_document(source)
     section = _cluster_section(document, name)
     num_nodes = section.get("num_nodes")
-    context = {"num_nodes": num_nodes} if type(num_nodes) is int and num_nodes > 0 else {}
+    # num_nodes: None tells node_ranks that `all` has no set to expand to, for now.
+    context = {"num_nodes": num_nodes if type(num_nodes) is int and num_nodes > 0 else None}
     try:
         return ClusterConfig.model_validate(section, context=context)
     except ValidationError as error:
-        problems = problems_from_validation_error(error, ClusterConfig)
+        problems = [
+            problem
+            for problem in problems_from_validation_error(error, ClusterConfig)
+            if problem.message != _ALL_UNRESOLVED
+        ]
     # The config is broken somewhere: still run every cross-part rule whose inputs are valid.
     seen = {(p.path, p.message) for p in problems}
     for suffix, message, value in cross_check(_raw_facts(section, context), groups=True):
