@@ -13,7 +13,8 @@
    the physical ids really held.
 4. Each GPU worker sits in the bundle of its first GPU with a fractional request and an
    explicit visibility list; node and hardware workers get hard node affinity; robot
-   workers get their hardware's config in ``PLACEMENT_HARDWARE_CONFIG`` (JSON).
+   workers get their hardware's config in ``PLACEMENT_HARDWARE_CONFIG`` (JSON, from
+   core's ``Plan.env``).
 5. All workers start at once with SPEC 8's environment; rank 0 of each component reserves
    ``MASTER_PORT`` in its own process (bound and held) and reports it; the other ranks
    learn it before their ``__init__`` runs. Rank 0 releases it only at hand-over
@@ -23,7 +24,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections import defaultdict
@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from placement_core.config import ClusterConfig
-from placement_core.env import visibility_env
+from placement_core.env import HARDWARE_CONFIG_ENV, HARDWARE_TYPE_ENV, visibility_env
 from placement_core.plan import Plan, plan
 from placement_core.records import Placement
 
@@ -47,14 +47,12 @@ from .worker_group import WorkerGroup
 if TYPE_CHECKING:
     from .cluster import Cluster
 
-__all__ = ["HARDWARE_CONFIG_ENV", "HARDWARE_TYPE_ENV", "Launch", "launch"]
+__all__ = ["COMPONENT_ENV", "HARDWARE_CONFIG_ENV", "HARDWARE_TYPE_ENV", "Launch", "launch"]
 
 logger = logging.getLogger(__name__)
 
-HARDWARE_TYPE_ENV = "PLACEMENT_HARDWARE_TYPE"
-HARDWARE_CONFIG_ENV = "PLACEMENT_HARDWARE_CONFIG"
 COMPONENT_ENV = "PLACEMENT_COMPONENT"
-_OWN_ENV = (HARDWARE_TYPE_ENV, HARDWARE_CONFIG_ENV, COMPONENT_ENV)
+"""Every worker's component name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +65,12 @@ class _Pending:
     @property
     def name(self) -> str:
         return f"{self.component} rank {self.placement.rank}"
+
+    def placement_user_env(self, the_plan: Plan) -> dict[str, str]:
+        """The env vars the placement's node group sets on its node."""
+        p = self.placement
+        _, env = the_plan.config.node_environment(p.node_group, p.node_rank)
+        return env
 
 
 def _live_plan(
@@ -196,20 +200,6 @@ def _reserve(
     return group, mapping
 
 
-def _hardware_env(the_plan: Plan, p: Placement) -> dict[str, str]:
-    node = the_plan.inventory.nodes[p.node_rank]
-    configs = [
-        dict(d.config)
-        for index in p.hardware_ranks
-        for d in node.hardware
-        if d.type == p.hardware_type and d.index == index
-    ]
-    return {
-        HARDWARE_TYPE_ENV: str(p.hardware_type),
-        HARDWARE_CONFIG_ENV: json.dumps(configs if len(configs) != 1 else configs[0], default=str),
-    }
-
-
 def _worker_env(
     the_plan: Plan,
     w: _Pending,
@@ -217,17 +207,14 @@ def _worker_env(
     master_addr: str,
 ) -> dict[str, str]:
     env = the_plan.env(w.component, w.placement.rank, master_addr=master_addr)
-    clash = sorted(k for k in _OWN_ENV if k in env)
-    if clash:
+    if COMPONENT_ENV in w.placement_user_env(the_plan):
         raise ArgumentError(
-            f"node group {w.placement.node_group!r} sets {clash} on node "
-            f"{w.placement.node_rank}: placement-ray sets these itself"
+            f"node group {w.placement.node_group!r} sets {COMPONENT_ENV} on node "
+            f"{w.placement.node_rank}: placement-ray sets it itself"
         )
     env[COMPONENT_ENV] = w.component
     if w.kind == "gpu" and physical != w.placement.visible_accelerators:
         env.update(visibility_env(w.placement.accelerator_type, physical))
-    if w.kind == "hardware":
-        env.update(_hardware_env(the_plan, w.placement))
     return env
 
 
