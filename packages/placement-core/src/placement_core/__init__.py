@@ -26,7 +26,14 @@ from .config import (
     config_json_schema,
     load_config,
 )
-from .env import RESERVED_ENV_VARS, VISIBILITY_ENV_VARS, worker_env
+from .env import (
+    HARDWARE_CONFIG_ENV,
+    HARDWARE_TYPE_ENV,
+    RESERVED_ENV_VARS,
+    VISIBILITY_ENV_VARS,
+    hardware_env,
+    worker_env,
+)
 from .errors import (
     ConfigError,
     InventoryError,
@@ -48,6 +55,8 @@ from .strategies import flexible, node, packed, strided_rollout
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
+    "HARDWARE_CONFIG_ENV",
+    "HARDWARE_TYPE_ENV",
     "RESERVED_ENV_VARS",
     "VISIBILITY_ENV_VARS",
     "Accelerator",
@@ -80,6 +89,7 @@ __all__ = [
     "config_json_schema",
     "flexible",
     "format_rank_list",
+    "hardware_env",
     "inventory_for",
     "inventory_from_snapshots",
     "load_config",
