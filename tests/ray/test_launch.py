@@ -64,6 +64,23 @@ def config(interpreter: str) -> dict[str, Any]:
     }
 
 
+# First in the module: it uses `ray_env`, whose clean-up removes every placement group,
+# so it must run before the module-scoped launch below exists.
+def test_partial_node_maps_plan_ids_onto_the_gpus_ray_reserved(ray_env: Cluster) -> None:
+    config = {"cluster": {"num_nodes": 3, "component_placement": {"actor": "2-3"}}}
+    with launch(config, {"actor": DemoWorker}, ray_env, timeout_s=120) as launched:
+        assert launched.verify() == []
+        group = launched["actor"]
+        held = sorted(launched.gpu_map.values())
+        assert sorted(launched.gpu_map) == [(0, 2), (0, 3)]
+        assert len(set(held)) == 2
+        for worker, report in zip(group.workers, group.reports, strict=True):
+            (ray_gpu,) = report["ray_gpu_ids"]
+            assert worker.gpu_ids == (ray_gpu,)
+            assert report["env"]["CUDA_VISIBLE_DEVICES"] == str(ray_gpu)
+        assert [w.gpu_ids[0] for w in group.workers] == held  # order kept
+
+
 @pytest.fixture(scope="module")
 def wrapper(tmp_path_factory: pytest.TempPathFactory) -> str:
     """An interpreter that is this Python behind a script marking the workers it starts."""
