@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from ray.util.placement_group import placement_group_table
 
 from placement_core.inventory import Accelerator, Inventory, Node
+from placement_core.plan import plan
 from placement_ray.cluster import Cluster
 from placement_ray.colocation import (
     GpuShare,
@@ -21,7 +22,7 @@ from placement_ray.colocation import (
 )
 from placement_ray.demo.workers import DemoWorker
 from placement_ray.errors import ArgumentError, PlacementRayError
-from placement_ray.launch import launch
+from placement_ray.launch import default_shares, launch, map_gpus
 
 
 @pytest.mark.parametrize(("given_share", "kept"), [(1, 1.0), (0.4, 0.4), (0.33333, 0.3333)])
@@ -126,3 +127,75 @@ def test_launch_checks_sums_before_creating_anything(ray_env: Cluster) -> None:
             gpu_share={"actor": 0.4, "critic": 0.4, "rollout": 0.3},
         )
     assert set(placement_group_table()) == before
+
+
+def test_default_shares_split_a_gpu_between_the_workers_sitting_in_its_bundle() -> None:
+    strided = plan(
+        {
+            "cluster": {
+                "num_nodes": 1,
+                "component_placement": {
+                    "actor": "0-7",
+                    "rollout": {"node_group": "cluster", "placement": "0-7:0-3", "stride": 2},
+                },
+            }
+        },
+        Inventory.uniform(1, 8),
+    )
+    assert default_shares(strided) == {"actor": 0.5, "rollout": 0.5}
+    assert default_shares(strided, {"rollout": 0.2}) == {"actor": 0.5, "rollout": 0.2}
+    three = plan(
+        {
+            "cluster": {
+                "num_nodes": 1,
+                "component_placement": {"actor,critic": "0-1", "rollout": "0-1"},
+            }
+        },
+        Inventory.uniform(1, 2),
+    )
+    assert default_shares(three) == dict.fromkeys(("actor", "critic", "rollout"), 0.3333)
+
+
+def test_default_shares_reject_unknown_components() -> None:
+    alone = plan(
+        {"cluster": {"num_nodes": 1, "component_placement": {"actor": "0-1"}}},
+        Inventory.uniform(1, 2),
+    )
+    assert default_shares(alone) == {"actor": 1.0}
+    with pytest.raises(ArgumentError, match=r"unknown component\(s\) \['critic'\]"):
+        default_shares(alone, {"critic": 0.5})
+
+
+@given(
+    st.dictionaries(
+        st.integers(0, 3),
+        st.tuples(st.sets(st.integers(0, 7), min_size=1), st.sets(st.integers(0, 7), min_size=1)),
+        min_size=1,
+    )
+)
+def test_gpu_map_is_an_order_keeping_bijection_per_node(
+    nodes: dict[int, tuple[set[int], set[int]]],
+) -> None:
+    planned, held = [], []
+    bundle = 0
+    for node, (wanted, got) in nodes.items():
+        size = min(len(wanted), len(got))
+        wanted_ids, got_ids = sorted(wanted)[:size], sorted(got)[:size]
+        planned += [(node, g) for g in wanted_ids]
+        for physical in reversed(got_ids):  # Ray's bundle order is not GPU order
+            held.append((node, physical, bundle))
+            bundle += 1
+    mapping = map_gpus(planned, held)
+    assert set(mapping) == set(planned)
+    for node in nodes:
+        keys = sorted(k for k in mapping if k[0] == node)
+        physical = [mapping[k][0] for k in keys]
+        assert physical == sorted({p for n, p, _ in held if n == node})
+        if [g for _, g in keys] == physical:
+            assert all(mapping[k][0] == k[1] for k in keys)  # identity where Ray held them
+    assert len({b for _, b in mapping.values()}) == len(mapping)
+
+
+def test_gpu_map_rejects_a_node_holding_another_number_of_gpus() -> None:
+    with pytest.raises(ArgumentError, match="do not match the planned GPUs"):
+        map_gpus([(0, 0), (0, 1)], [(0, 5, 0)])

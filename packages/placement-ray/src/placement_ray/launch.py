@@ -47,7 +47,15 @@ from .worker_group import WorkerGroup
 if TYPE_CHECKING:
     from .cluster import Cluster
 
-__all__ = ["COMPONENT_ENV", "HARDWARE_CONFIG_ENV", "HARDWARE_TYPE_ENV", "Launch", "launch"]
+__all__ = [
+    "COMPONENT_ENV",
+    "HARDWARE_CONFIG_ENV",
+    "HARDWARE_TYPE_ENV",
+    "Launch",
+    "default_shares",
+    "launch",
+    "map_gpus",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +131,18 @@ def _kind(placement: Placement) -> str:
     return "gpu" if placement.hardware_ranks else "node"
 
 
+def default_shares(the_plan: Plan, gpu_share: Any = None) -> dict[str, float]:
+    """Each component's GPU share: given, or 1 / the most workers on one of its GPUs.
+
+    A worker counts on the GPU whose bundle it sits in (its first GPU).
+
+    Raises:
+        ArgumentError: an unknown component or a share outside ``(0, 1]``.
+    """
+    pending = _pending(the_plan, gpu_share)
+    return {w.component: w.share for w in pending}
+
+
 def _pending(the_plan: Plan, gpu_share: Any) -> list[_Pending]:
     components = list(the_plan.components)
     given = _per_component("gpu_share", gpu_share, components, None)
@@ -148,6 +168,41 @@ def _pending(the_plan: Plan, gpu_share: Any) -> list[_Pending]:
             share = validate_share(f"gpu_share[{component!r}]", share)
         out.extend(_Pending(component, p, _kind(p), share) for p in placements)
     return out
+
+
+def map_gpus(
+    planned: Iterable[tuple[int, int]], held: Iterable[tuple[int, int, int]]
+) -> dict[tuple[int, int], tuple[int, int]]:
+    """Map each planned ``(node, GPU id)`` onto a held ``(physical GPU, bundle index)``.
+
+    Per node, the planned ids and the held GPUs are both sorted and paired in order, so
+    the map is a bijection that keeps order (and is the identity where Ray holds exactly
+    the planned GPUs, e.g. a whole node).
+
+    Args:
+        planned: The plan's GPUs, ``(node rank, id)``.
+        held: The reserved bundles, ``(node rank, physical GPU id, bundle index)``.
+
+    Raises:
+        ArgumentError: a node holds a different number of GPUs than planned on it.
+    """
+    by_node: dict[int, list[int]] = defaultdict(list)
+    for node, gpu in planned:
+        by_node[node].append(gpu)
+    slots: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for node, physical, index in held:
+        slots[node].append((physical, index))
+    if {n: len(g) for n, g in by_node.items()} != {n: len(h) for n, h in slots.items()}:
+        raise ArgumentError(
+            "held bundles do not match the planned GPUs per node: planned "
+            f"{ {n: len(g) for n, g in sorted(by_node.items())} }, held "
+            f"{ {n: len(h) for n, h in sorted(slots.items())} }"
+        )
+    mapping: dict[tuple[int, int], tuple[int, int]] = {}
+    for node, gpus in by_node.items():
+        for gpu, pair in zip(sorted(gpus), sorted(slots[node]), strict=True):
+            mapping[(node, gpu)] = pair
+    return mapping
 
 
 def _reserve(
@@ -176,17 +231,7 @@ def _reserve(
         timeout_s=timeout_s,
         name="",
     )
-    held: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for slot in group.slots:
-        held[slot.node_rank].append((slot.gpu_id, slot.index))
-    planned: dict[int, list[int]] = defaultdict(list)
-    for node, gpu in keys:
-        planned[node].append(gpu)
-    mapping: dict[tuple[int, int], tuple[int, int]] = {}
-    for node, gpus in planned.items():
-        slots = sorted(held[node])
-        for gpu, (physical, index) in zip(sorted(gpus), slots, strict=True):
-            mapping[(node, gpu)] = (physical, index)
+    mapping = map_gpus(keys, [(s.node_rank, s.gpu_id, s.index) for s in group.slots])
     moved = sorted(k for k, (physical, _) in mapping.items() if k[1] != physical)
     if moved:
         logger.info(
