@@ -170,6 +170,7 @@ def test_execute_returns_results_in_rank_order_or_the_given_order(launched: Laun
     group = launched["actor"]
     assert group.execute("ping", "x", timeout_s=60) == [(r, "x") for r in range(4)]
     assert group.execute("ping", ranks=[3, 0], timeout_s=60) == [(3, None), (0, None)]
+    assert group.execute("ping", ranks=[]) == []
 
 
 def test_execute_names_the_rank_that_failed(launched: Launch) -> None:

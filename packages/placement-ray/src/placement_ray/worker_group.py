@@ -186,6 +186,8 @@ class WorkerGroup:
         """
         chosen = self._ranks(ranks)
         refs = self.execute_async(method, *args, ranks=chosen, **kwargs)
+        if not refs:
+            return []
         _, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         if pending:
             late = [r for r, ref in zip(chosen, refs, strict=True) if ref in set(pending)]
