@@ -13,7 +13,14 @@ nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.download_python = "never"
 nox.options.error_on_missing_interpreters = True
 nox.options.reuse_venv = "yes"
-nox.options.sessions = ["lint", "typecheck", "tests", "core_alone", "examples"]
+nox.options.sessions = [
+    "lint",
+    "typecheck",
+    "tests",
+    "tests_purepython",
+    "core_alone",
+    "examples",
+]
 
 PYTHON = "3.11"
 ROOT = Path(__file__).parent
