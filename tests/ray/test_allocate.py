@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 from typing import Any
 
 import pytest
 import ray
 
-from placement_ray.allocate import (
+from placement_ray.allocate import allocate, check_interpreters, wait_started
+from placement_ray.cluster import Cluster
+from placement_ray.demo.workers import DemoWorker
+from placement_ray.errors import (
+    ArgumentError,
     InterpreterError,
     WorkerStartError,
     WorkerStartTimeoutError,
-    allocate,
-    check_interpreters,
-    wait_started,
 )
-from placement_ray.cluster import Cluster
-from placement_ray.demo.workers import DemoWorker
-from placement_ray.errors import ArgumentError, PlacementRayError
 from placement_ray.groups import create_placement_group
 
 
@@ -137,25 +134,3 @@ def test_worker_whose_init_raises_is_reported(ray_env: Cluster) -> None:
     worker = allocate(DemoWorker, "broken", 0, [], None, ("a", "b", "c"), cluster=ray_env)
     with pytest.raises(WorkerStartError, match=r"broken on node 0.*died starting"):
         wait_started([worker], timeout_s=60)
-
-
-@pytest.mark.parametrize(
-    "error",
-    [
-        InterpreterError("bad", problems=[(1, "/x", "does not exist")]),
-        WorkerStartError("died", workers=[("w on node 0", "why")]),
-        WorkerStartTimeoutError("late", workers=[("w on node 0", "why")]),
-    ],
-    ids=lambda e: type(e).__name__,
-)
-def test_errors_pickle_and_derive_from_the_root(error: PlacementRayError) -> None:
-    copy = pickle.loads(pickle.dumps(error))
-    assert type(copy) is type(error)
-    assert copy.__dict__ == error.__dict__
-    assert isinstance(copy, PlacementRayError)
-
-
-def test_start_errors_derive_from_their_builtins() -> None:
-    assert issubclass(WorkerStartError, RuntimeError)
-    assert issubclass(WorkerStartTimeoutError, TimeoutError)
-    assert issubclass(InterpreterError, ValueError)

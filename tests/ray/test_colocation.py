@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,14 +12,13 @@ from placement_core.plan import plan
 from placement_ray.cluster import Cluster
 from placement_ray.colocation import (
     GpuShare,
-    OversubscribedGPUError,
     check_shares,
     default_share,
     shared_ranks,
     validate_share,
 )
 from placement_ray.demo.workers import DemoWorker
-from placement_ray.errors import ArgumentError, PlacementRayError
+from placement_ray.errors import ArgumentError, OversubscribedGPUError
 from placement_ray.launch import default_shares, launch, map_gpus
 
 
@@ -62,15 +59,6 @@ def test_oversubscribed_gpu_names_the_gpu_every_worker_and_its_share() -> None:
     assert "rollout rank 0 0.4" in message
     assert "in use earlier 0.1" in message
     assert caught.value.gpus[0][0] == "node 1 GPU 2"
-
-
-def test_oversubscribed_error_pickles_and_is_a_value_error() -> None:
-    error = OversubscribedGPUError("too much", gpus=[("node 0 GPU 0", 1.2, [("a", 0.6)])])
-    copy = pickle.loads(pickle.dumps(error))
-    assert copy.gpus == error.gpus
-    assert str(copy) == "too much"
-    assert isinstance(copy, PlacementRayError)
-    assert isinstance(copy, ValueError)
 
 
 @given(

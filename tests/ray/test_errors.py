@@ -1,56 +1,116 @@
-"""Every placement-ray error derives from the root and its builtin, and pickles."""
+"""Every placement-ray error lives in ``errors``, derives from the root and a builtin, and pickles.
+
+The classes are discovered from the module, so a new one without a case here fails
+``test_every_error_class_has_a_case``.
+"""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import pickle
+import pkgutil
 
 import pytest
 
 from placement_ray import errors
 
-CASES = [
-    errors.ArgumentError("num_nodes: expected an int >= 1, got 0"),
-    errors.ClusterError("cannot connect"),
-    errors.ForeignClusterError("not ours", expected="abc", found="def"),
-    errors.NodesNotReadyError("2/4 nodes up", expected=4, alive=2, missing_ranks=[2, 3]),
-    errors.NodeOrderError("ranks repeat"),
-    errors.InfeasiblePlacementGroupError("never", problems=["bundle 0 fits on no node"]),
-    errors.PlacementGroupTimeoutError(
-        "late", unplaced=[(1, {"GPU": 1.0})], nodes={"n0": {"rank": 0, "total": {"GPU": 4}}}
+ROOT = errors.PlacementRayError
+
+CASES: list[tuple[errors.PlacementRayError, type[Exception]]] = [
+    (errors.ArgumentError("num_nodes: expected an int >= 1, got 0"), ValueError),
+    (errors.InterpreterError("bad", problems=[(1, "/x", "does not exist")]), ValueError),
+    (
+        errors.OversubscribedGPUError("too much", gpus=[("node 0 GPU 0", 1.2, [("a", 0.6)])]),
+        ValueError,
     ),
-    errors.ProbeError("probe failed"),
-    errors.NodeLostError(
-        "lost", dead_nodes=[(1, "n1")], affected=[{"role": "actor", "rank": 4, "node_rank": 1}]
+    (errors.ClusterError("cannot connect"), RuntimeError),
+    (errors.ForeignClusterError("not ours", expected="abc", found="def"), RuntimeError),
+    (
+        errors.NodesNotReadyError("2/4 nodes up", expected=4, alive=2, missing_ranks=[2, 3]),
+        TimeoutError,
     ),
+    (errors.NodeOrderError("ranks repeat"), ValueError),
+    (
+        errors.InfeasiblePlacementGroupError("never", problems=["bundle 0 fits on no node"]),
+        ValueError,
+    ),
+    (
+        errors.PlacementGroupTimeoutError(
+            "late", unplaced=[(1, {"GPU": 1.0})], nodes={"n0": {"rank": 0, "total": {"GPU": 4}}}
+        ),
+        TimeoutError,
+    ),
+    (errors.ProbeError("probe failed"), RuntimeError),
+    (
+        errors.NodeLostError(
+            "lost", dead_nodes=[(1, "n1")], affected=[{"role": "actor", "rank": 4, "node_rank": 1}]
+        ),
+        RuntimeError,
+    ),
+    (errors.WorkerStartError("died", workers=[("w on node 0", "why")]), RuntimeError),
+    (errors.WorkerStartTimeoutError("late", workers=[("w on node 0", "why")]), TimeoutError),
+    (
+        errors.WorkerCallError("failed", method="train", failed=[(2, "actor rank 2", "boom")]),
+        RuntimeError,
+    ),
+    (errors.WorkerTimeoutError("slow", method="train", pending=[0, 3]), TimeoutError),
+    (errors.PortNotHeldError("no block 'nccl'"), LookupError),
 ]
 
-BUILTIN = {
-    errors.ArgumentError: ValueError,
-    errors.ClusterError: RuntimeError,
-    errors.ForeignClusterError: RuntimeError,
-    errors.NodesNotReadyError: TimeoutError,
-    errors.NodeOrderError: ValueError,
-    errors.InfeasiblePlacementGroupError: ValueError,
-    errors.PlacementGroupTimeoutError: TimeoutError,
-    errors.ProbeError: RuntimeError,
-    errors.NodeLostError: RuntimeError,
-}
+
+def _error_classes() -> set[type[errors.PlacementRayError]]:
+    return {
+        cls
+        for _, cls in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(cls, ROOT) and cls is not ROOT
+    }
 
 
-@pytest.mark.parametrize("error", CASES, ids=lambda e: type(e).__name__)
-def test_error_pickles_with_message_and_attributes(error: errors.PlacementRayError) -> None:
+def _ids(case: object) -> str:
+    return type(case).__name__ if isinstance(case, Exception) else ""
+
+
+def test_every_error_class_has_a_case() -> None:
+    assert {type(error) for error, _ in CASES} == _error_classes()
+
+
+def test_every_error_class_is_exported() -> None:
+    assert set(errors.__all__) == {cls.__name__ for cls in _error_classes()} | {ROOT.__name__}
+
+
+def test_no_error_class_is_defined_outside_errors() -> None:
+    import placement_ray
+
+    for info in pkgutil.walk_packages(placement_ray.__path__, "placement_ray."):
+        if info.name.endswith("__main__"):
+            continue  # running it is the demo
+        module = importlib.import_module(info.name)
+        defined = [
+            cls
+            for _, cls in inspect.getmembers(module, inspect.isclass)
+            if issubclass(cls, BaseException) and cls.__module__ == module.__name__
+        ]
+        assert defined == [] or module is errors, info.name
+
+
+@pytest.mark.parametrize(("error", "builtin"), CASES, ids=_ids)
+def test_error_pickles_with_message_and_attributes(
+    error: errors.PlacementRayError, builtin: type[Exception]
+) -> None:
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is type(error)
     assert str(copy) == str(error)
     assert copy.__dict__ == error.__dict__
 
 
-@pytest.mark.parametrize("error", CASES, ids=lambda e: type(e).__name__)
-def test_error_derives_from_root_and_builtin(error: errors.PlacementRayError) -> None:
-    assert isinstance(error, errors.PlacementRayError)
-    assert isinstance(error, BUILTIN[type(error)])
+@pytest.mark.parametrize(("error", "builtin"), CASES, ids=_ids)
+def test_error_derives_from_root_and_builtin(
+    error: errors.PlacementRayError, builtin: type[Exception]
+) -> None:
+    assert isinstance(error, ROOT)
+    assert isinstance(error, builtin)
 
 
-def test_every_public_error_is_covered() -> None:
-    public = {getattr(errors, name) for name in errors.__all__} - {errors.PlacementRayError}
-    assert public == {type(e) for e in CASES}
+def test_root_derives_only_from_exception() -> None:
+    assert ROOT.__bases__ == (Exception,)

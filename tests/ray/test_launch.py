@@ -16,10 +16,9 @@ import pytest
 from ray.util.placement_group import placement_group_table
 
 from placement_core.plan import plan
-from placement_ray.allocate import InterpreterError
 from placement_ray.cluster import Cluster
 from placement_ray.demo.workers import DemoWorker
-from placement_ray.errors import ArgumentError
+from placement_ray.errors import ArgumentError, InterpreterError, WorkerCallError
 from placement_ray.launch import HARDWARE_CONFIG_ENV, Launch, launch
 
 from .conftest import wait_until_idle
@@ -174,8 +173,6 @@ def test_execute_returns_results_in_rank_order_or_the_given_order(launched: Laun
 
 
 def test_execute_names_the_rank_that_failed(launched: Launch) -> None:
-    from placement_ray.worker_group import WorkerCallError
-
     with pytest.raises(WorkerCallError) as caught:
         launched["actor"].execute("fail", 2, timeout_s=60)
     assert [r for r, _, _ in caught.value.failed] == [2]

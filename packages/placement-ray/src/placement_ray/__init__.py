@@ -1,9 +1,34 @@
 """placement-ray: make placement plans real on a Ray cluster.
 
-Connect to (or start) a Ray cluster with ``Cluster``, which discovers every node with a
-placement-native snapshot taken on that node and orders nodes as SPEC 9 says; create
-placement groups that are checked before they are created, pinned to planned nodes and
-ordered by (node rank, physical GPU); slime's layouts with ``create_placement_groups``.
+``Cluster`` connects to a Ray cluster (or starts a local one), discovers every node with a
+placement-native snapshot taken on that node and orders nodes as SPEC 9 says. On top of it
+there are two ways in.
+
+A core plan, one Ray actor per placement, through :func:`launch`::
+
+    from placement_ray import Cluster, launch
+
+    cluster = Cluster(num_nodes=2)
+    with launch("cluster.yaml", {"actor": Trainer, "rollout": Engine}, cluster) as job:
+        job["actor"].execute("init")            # every rank at once, results in rank order
+        port = job["actor"].hand_over_master_port()
+
+slime's layout: ordered placement groups, a train group and rollout engines::
+
+    from placement_ray import (
+        create_placement_groups, create_rollout_engines, create_train_group,
+    )
+
+    layout = create_placement_groups(1, 8, 8, colocate=True, cluster=cluster)
+    train = create_train_group(layout, Trainer, cluster=cluster)
+    engines = create_rollout_engines(
+        layout, Engine, num_gpus_per_engine=2, trainer_tp=8, cluster=cluster
+    )
+    train.train(0)
+
+Every error derives from :class:`PlacementRayError` (see :mod:`placement_ray.errors`).
+Inside a worker, :func:`hand_over_master_port` / :func:`hand_over_ports` release the ports
+the worker holds right before the code that binds them.
 """
 
 from __future__ import annotations
@@ -11,18 +36,26 @@ from __future__ import annotations
 import logging
 
 from ._version import __version__
+from .allocate import Worker, allocate, check_interpreters, wait_started
 from .cluster import Cluster, wait_for_nodes
 from .errors import (
     ArgumentError,
     ClusterError,
     ForeignClusterError,
     InfeasiblePlacementGroupError,
+    InterpreterError,
     NodeLostError,
     NodeOrderError,
     NodesNotReadyError,
+    OversubscribedGPUError,
     PlacementGroupTimeoutError,
     PlacementRayError,
+    PortNotHeldError,
     ProbeError,
+    WorkerCallError,
+    WorkerStartError,
+    WorkerStartTimeoutError,
+    WorkerTimeoutError,
 )
 from .failure import HealthReport, Occupant, check_health, occupants
 from .feasibility import check_feasible
@@ -33,8 +66,13 @@ from .groups import (
     order_bundles,
     probe_bundle_gpus,
 )
+from .launch import Launch, launch
 from .order import NODE_RANK_ENV_VARS, NODE_RANK_LABEL, NodeFacts, order_nodes
+from .rollout import RolloutEngine, RolloutEngines, create_rollout_engines
 from .slime import RoleBundles, SlimeLayout, create_placement_groups
+from .train_group import TrainGroup, create_train_group
+from .worker import hand_over_master_port, hand_over_ports
+from .worker_group import WorkerGroup
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -48,25 +86,46 @@ __all__ = [
     "ForeignClusterError",
     "HealthReport",
     "InfeasiblePlacementGroupError",
+    "InterpreterError",
+    "Launch",
     "NodeFacts",
     "NodeLostError",
     "NodeOrderError",
     "NodesNotReadyError",
     "Occupant",
     "OrderedPlacementGroup",
+    "OversubscribedGPUError",
     "PlacementGroupTimeoutError",
     "PlacementRayError",
+    "PortNotHeldError",
     "ProbeError",
     "RoleBundles",
+    "RolloutEngine",
+    "RolloutEngines",
     "SlimeLayout",
+    "TrainGroup",
+    "Worker",
+    "WorkerCallError",
+    "WorkerGroup",
+    "WorkerStartError",
+    "WorkerStartTimeoutError",
+    "WorkerTimeoutError",
     "__version__",
+    "allocate",
     "check_feasible",
     "check_health",
+    "check_interpreters",
     "create_placement_group",
     "create_placement_groups",
+    "create_rollout_engines",
+    "create_train_group",
+    "hand_over_master_port",
+    "hand_over_ports",
+    "launch",
     "occupants",
     "order_bundles",
     "order_nodes",
     "probe_bundle_gpus",
     "wait_for_nodes",
+    "wait_started",
 ]

@@ -34,17 +34,19 @@ from ray.util.scheduling_strategies import (
 from placement_core.env import visibility_env
 
 from .colocation import ledger, validate_share
-from .errors import ArgumentError, PlacementRayError
+from .errors import (
+    ArgumentError,
+    InterpreterError,
+    WorkerStartError,
+    WorkerStartTimeoutError,
+)
 from .worker import WorkerSpec, actor_default_options, wrap_class
 
 if TYPE_CHECKING:
     from .cluster import Cluster
 
 __all__ = [
-    "InterpreterError",
     "Worker",
-    "WorkerStartError",
-    "WorkerStartTimeoutError",
     "allocate",
     "check_interpreters",
     "wait_started",
@@ -57,45 +59,6 @@ logger = logging.getLogger(__name__)
 _OWN_OPTIONS = frozenset(
     {"num_gpus", "num_cpus", "resources", "scheduling_strategy", "runtime_env", "name"}
 )
-
-
-class InterpreterError(ArgumentError):
-    """A node group's ``python_interpreter_path`` cannot run Ray workers on its node.
-
-    Attributes:
-        problems: ``(node rank, path, reason)`` for every bad interpreter.
-    """
-
-    def __init__(self, message: str, *, problems: Sequence[tuple[int, str, str]] = ()) -> None:
-        self.problems = tuple(problems)
-        super().__init__(message)
-
-
-class WorkerStartError(PlacementRayError, RuntimeError):
-    """Workers died starting or their ``__init__`` raised; every one started was killed.
-
-    Attributes:
-        workers: Per failed worker: its description and the likely cause.
-    """
-
-    def __init__(self, message: str, *, workers: Sequence[tuple[str, str]] = ()) -> None:
-        self.workers = tuple(workers)
-        super().__init__(message)
-
-
-class WorkerStartTimeoutError(PlacementRayError, TimeoutError):
-    """Workers did not start (or finish ``__init__``) in time; every one was killed.
-
-    Ray waits silently for a worker it cannot start (a broken interpreter, GPU shares
-    that cannot fit): the message names each worker and the likely cause.
-
-    Attributes:
-        workers: Per late worker: its description and the likely cause.
-    """
-
-    def __init__(self, message: str, *, workers: Sequence[tuple[str, str]] = ()) -> None:
-        self.workers = tuple(workers)
-        super().__init__(message)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,12 +20,11 @@ from dataclasses import dataclass
 
 from placement_core.inventory import Inventory
 
-from .errors import ArgumentError
+from .errors import ArgumentError, OversubscribedGPUError
 
 __all__ = [
     "SHARE_QUANTUM",
     "GpuShare",
-    "OversubscribedGPUError",
     "check_shares",
     "default_share",
     "ledger",
@@ -37,20 +36,6 @@ SHARE_QUANTUM = 1e-4
 """Ray's resource granularity: shares are multiples of it (rounded down)."""
 
 _EPS = 1e-9
-
-
-class OversubscribedGPUError(ArgumentError):
-    """Fractional GPU shares placed on one GPU add up to more than 1.
-
-    Attributes:
-        gpus: Per over-subscribed GPU, ``(where, total, [(who, share), ...])``.
-    """
-
-    def __init__(
-        self, message: str, *, gpus: Sequence[tuple[str, float, Sequence[tuple[str, float]]]] = ()
-    ) -> None:
-        self.gpus = tuple((w, t, tuple(s)) for w, t, s in gpus)
-        super().__init__(message)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,12 @@
-"""Exceptions raised by placement-ray.
+"""Exceptions raised by placement-ray: one hierarchy, one module.
 
 Hierarchy::
 
     PlacementRayError                        root; never raised directly
     ├── ArgumentError (ValueError)           a bad argument: names it, its value, what fits
+    │   ├── InterpreterError                 a node group's interpreter cannot run Ray
+    │   │                                    workers on its node
+    │   └── OversubscribedGPUError           fractional GPU shares on one GPU sum to > 1
     ├── ClusterError (RuntimeError)          cannot connect, or connected to the wrong
     │   │                                    cluster / namespace
     │   └── ForeignClusterError              the Ray cluster is not the one this job runs on
@@ -16,8 +19,17 @@ Hierarchy::
     │                                        a placement group was not placed in time; lists
     │                                        every unplaced bundle and every node's resources
     ├── ProbeError (RuntimeError)            learning a bundle's physical GPU failed
-    └── NodeLostError (RuntimeError)         nodes died under a running job; lists the
-                                             affected bundles / workers by rank, node, GPUs
+    ├── NodeLostError (RuntimeError)         nodes died under a running job; lists the
+    │                                        affected bundles / workers by rank, node, GPUs
+    ├── WorkerStartError (RuntimeError)      workers died starting or their __init__ raised
+    ├── WorkerStartTimeoutError (TimeoutError)
+    │                                        workers did not start in time (bad interpreter,
+    │                                        GPU shares that cannot fit): names the cause
+    ├── WorkerCallError (RuntimeError)       a WorkerGroup call raised or lost its worker
+    │                                        on some ranks
+    ├── WorkerTimeoutError (TimeoutError)    a WorkerGroup call did not finish in time
+    └── PortNotHeldError (LookupError)       inside a worker: a port block it does not hold
+                                             (or handed over already)
 
 Every exception pickles (they cross Ray process boundaries): the message and the
 attributes are kept in ``__dict__`` and replayed by ``__reduce__``.
@@ -33,12 +45,19 @@ __all__ = [
     "ClusterError",
     "ForeignClusterError",
     "InfeasiblePlacementGroupError",
+    "InterpreterError",
     "NodeLostError",
     "NodeOrderError",
     "NodesNotReadyError",
+    "OversubscribedGPUError",
     "PlacementGroupTimeoutError",
     "PlacementRayError",
+    "PortNotHeldError",
     "ProbeError",
+    "WorkerCallError",
+    "WorkerStartError",
+    "WorkerStartTimeoutError",
+    "WorkerTimeoutError",
 ]
 
 
@@ -69,6 +88,35 @@ def _rebuild(cls: type[PlacementRayError], state: dict[str, Any]) -> PlacementRa
 
 class ArgumentError(PlacementRayError, ValueError):
     """A bad argument to a placement-ray function; the message names it and its value."""
+
+
+class InterpreterError(ArgumentError):
+    """A node group's ``python_interpreter_path`` cannot run Ray workers on its node.
+
+    Attributes:
+        problems: ``(node rank, path, reason)`` for every bad interpreter.
+    """
+
+    def __init__(self, message: str, *, problems: Sequence[tuple[int, str, str]] = ()) -> None:
+        self.problems = tuple(problems)
+        super().__init__(message)
+
+
+class OversubscribedGPUError(ArgumentError):
+    """Fractional GPU shares placed on one GPU add up to more than 1.
+
+    Ray would wait silently, forever, for the worker that does not fit; this is raised
+    before any of them is created.
+
+    Attributes:
+        gpus: Per over-subscribed GPU, ``(where, total, [(who, share), ...])``.
+    """
+
+    def __init__(
+        self, message: str, *, gpus: Sequence[tuple[str, float, Sequence[tuple[str, float]]]] = ()
+    ) -> None:
+        self.gpus = tuple((w, t, tuple(s)) for w, t, s in gpus)
+        super().__init__(message)
 
 
 class ClusterError(PlacementRayError, RuntimeError):
@@ -166,3 +214,64 @@ class NodeLostError(PlacementRayError, RuntimeError):
         self.dead_nodes = tuple(dead_nodes)
         self.affected = tuple(dict(a) for a in affected)
         super().__init__(message)
+
+
+class WorkerStartError(PlacementRayError, RuntimeError):
+    """Workers died starting or their ``__init__`` raised; every one started was killed.
+
+    Attributes:
+        workers: Per failed worker: its description and the likely cause.
+    """
+
+    def __init__(self, message: str, *, workers: Sequence[tuple[str, str]] = ()) -> None:
+        self.workers = tuple(workers)
+        super().__init__(message)
+
+
+class WorkerStartTimeoutError(PlacementRayError, TimeoutError):
+    """Workers did not start (or finish ``__init__``) in time; every one was killed.
+
+    Ray waits silently for a worker it cannot start (a broken interpreter, GPU shares
+    that cannot fit): the message names each worker and the likely cause.
+
+    Attributes:
+        workers: Per late worker: its description and the likely cause.
+    """
+
+    def __init__(self, message: str, *, workers: Sequence[tuple[str, str]] = ()) -> None:
+        self.workers = tuple(workers)
+        super().__init__(message)
+
+
+class WorkerCallError(PlacementRayError, RuntimeError):
+    """A ``WorkerGroup`` method call failed on some ranks (it raised, or the worker died).
+
+    Attributes:
+        method: The method called.
+        failed: Per failed rank: ``(rank, description, error text)``.
+    """
+
+    def __init__(
+        self, message: str, *, method: str = "", failed: Sequence[tuple[int, str, str]] = ()
+    ) -> None:
+        self.method = method
+        self.failed = tuple(failed)
+        super().__init__(message)
+
+
+class WorkerTimeoutError(PlacementRayError, TimeoutError):
+    """A ``WorkerGroup`` method call did not finish on some ranks within the timeout.
+
+    Attributes:
+        method: The method called.
+        pending: Ranks that had not finished.
+    """
+
+    def __init__(self, message: str, *, method: str = "", pending: Sequence[int] = ()) -> None:
+        self.method = method
+        self.pending = tuple(pending)
+        super().__init__(message)
+
+
+class PortNotHeldError(PlacementRayError, LookupError):
+    """Inside a worker: a port block was asked for that it does not hold (or handed over)."""

@@ -24,13 +24,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ArgumentError, PlacementRayError
+from .errors import ArgumentError, PortNotHeldError
 
 __all__ = [
     "MASTER_PORT_BLOCK",
     "REPORTED_ENV_VARS",
     "PlacementWorker",
-    "PortNotHeldError",
     "WorkerSpec",
     "assigned_gpu_ids",
     "hand_over_master_port",
@@ -61,10 +60,6 @@ REPORTED_ENV_VARS = (
     "PLACEMENT_DIST_INIT_ADDR",
 )
 """Variables every worker reports back (plus the user's own env var names)."""
-
-
-class PortNotHeldError(PlacementRayError, LookupError):
-    """A port block was asked for that this worker does not hold (or already handed over)."""
 
 
 @dataclass(frozen=True, slots=True)

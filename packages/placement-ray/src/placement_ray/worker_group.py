@@ -15,46 +15,16 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from .allocate import Worker, release
-from .errors import ArgumentError, PlacementRayError
+from .errors import ArgumentError, WorkerCallError, WorkerTimeoutError
 from .failure import HealthReport, Occupant, check_health
 from .worker import MASTER_PORT_BLOCK
 
 if TYPE_CHECKING:
     from .cluster import Cluster
 
-__all__ = ["WorkerCallError", "WorkerGroup", "WorkerTimeoutError"]
+__all__ = ["WorkerGroup"]
 
 logger = logging.getLogger(__name__)
-
-
-class WorkerCallError(PlacementRayError, RuntimeError):
-    """A method call failed on some ranks (it raised, or the worker died).
-
-    Attributes:
-        method: The method called.
-        failed: Per failed rank: ``(rank, description, error text)``.
-    """
-
-    def __init__(
-        self, message: str, *, method: str = "", failed: Sequence[tuple[int, str, str]] = ()
-    ) -> None:
-        self.method = method
-        self.failed = tuple(failed)
-        super().__init__(message)
-
-
-class WorkerTimeoutError(PlacementRayError, TimeoutError):
-    """A method call did not finish on some ranks within the timeout.
-
-    Attributes:
-        method: The method called.
-        pending: Ranks that had not finished.
-    """
-
-    def __init__(self, message: str, *, method: str = "", pending: Sequence[int] = ()) -> None:
-        self.method = method
-        self.pending = tuple(pending)
-        super().__init__(message)
 
 
 class WorkerGroup:
