@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import ray
 from ray.util.placement_group import PlacementGroup
@@ -419,37 +419,66 @@ def wait_started(
     """
     refs = [w.handle._placement_report.remote() for w in workers]
     started = time.monotonic()
-    _, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+
+    def late(worker: Worker) -> str:
+        return _likely_cause(worker, _actor_state(worker.handle)[0])
+
+    def died(worker: Worker, exc: BaseException) -> str:
+        return f"it died starting: {_cause(exc, _actor_state(worker.handle)[1])}"
+
+    reports, failures, timed_out = _gather(
+        workers, refs, timeout_s, late, died, ray.exceptions.RayActorError
+    )
+    if failures:
+        if kill_on_error:
+            release(workers)
+        waited = time.monotonic() - started
+        _raise_start_failure(workers, failures, timed_out, "did not start", waited)
+    return reports
+
+
+def _gather(
+    workers: Sequence[Worker],
+    refs: Sequence[Any],
+    timeout_s: float | None,
+    late: Callable[[Worker], str],
+    failed: Callable[[Worker, BaseException], str],
+    catch: type[BaseException],
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]], bool]:
+    """Wait for one ref per worker: reports (``{}`` where none), ``(who, why)``, any late."""
+    _, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+    waiting = set(pending)
     failures: list[tuple[str, str]] = []
     reports: list[dict[str, Any]] = []
-    waiting = set(pending)
     for worker, ref in zip(workers, refs, strict=True):
         if ref in waiting:
-            state, _ = _actor_state(worker.handle)
-            failures.append((worker.describe(), _likely_cause(worker, state)))
+            failures.append((worker.describe(), late(worker)))
             reports.append({})
             continue
         try:
             reports.append(ray.get(ref))
-        except ray.exceptions.RayActorError as exc:
-            _, death = _actor_state(worker.handle)
-            failures.append((worker.describe(), f"it died starting: {_cause(exc, death)}"))
+        except catch as exc:
+            failures.append((worker.describe(), failed(worker, exc)))
             reports.append({})
-    if failures:
-        if kill_on_error:
-            release(workers)
-        elapsed = time.monotonic() - started
-        lines = "\n".join(f"  {who}: {why}" for who, why in failures[:30])
-        more = f"\n  ... and {len(failures) - 30} more" if len(failures) > 30 else ""
-        error: type[WorkerStartError | WorkerStartTimeoutError] = (
-            WorkerStartTimeoutError if waiting else WorkerStartError
-        )
-        raise error(
-            f"{len(failures)} of {len(workers)} workers did not start "
-            f"(waited {elapsed:.1f}s; all {len(workers)} were stopped):\n{lines}{more}",
-            workers=failures,
-        )
-    return reports
+    return reports, failures, bool(waiting)
+
+
+def _raise_start_failure(
+    workers: Sequence[Worker],
+    failures: Sequence[tuple[str, str]],
+    timed_out: bool,
+    what: str,
+    waited: float | None = None,
+) -> NoReturn:
+    lines = "\n".join(f"  {who}: {why}" for who, why in failures[:30])
+    more = f"\n  ... and {len(failures) - 30} more" if len(failures) > 30 else ""
+    error = WorkerStartTimeoutError if timed_out else WorkerStartError
+    note = "" if waited is None else f"waited {waited:.1f}s; "
+    raise error(
+        f"{len(failures)} of {len(workers)} workers {what} ({note}all {len(workers)} were "
+        f"stopped):\n{lines}{more}",
+        workers=failures,
+    )
 
 
 def _cause(exc: BaseException, death: str) -> str:
@@ -481,31 +510,17 @@ def setup_workers(
         )
         for i, (w, env) in enumerate(zip(workers, envs, strict=True))
     ]
-    _, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
-    waiting = set(pending)
-    failures: list[tuple[str, str]] = []
-    reports: list[dict[str, Any]] = []
-    for worker, ref in zip(workers, refs, strict=True):
-        if ref in waiting:
-            failures.append((worker.describe(), f"its __init__ did not finish in {timeout_s}s"))
-            reports.append({})
-            continue
-        try:
-            reports.append(ray.get(ref))
-        except ray.exceptions.RayError as exc:
-            failures.append((worker.describe(), f"its __init__ failed: {_cause(exc, '')}"))
-            reports.append({})
+    reports, failures, timed_out = _gather(
+        workers,
+        refs,
+        timeout_s,
+        lambda _: f"its __init__ did not finish in {timeout_s}s",
+        lambda _, exc: f"its __init__ failed: {_cause(exc, '')}",
+        ray.exceptions.RayError,
+    )
     if failures:
         release(workers)
-        lines = "\n".join(f"  {who}: {why}" for who, why in failures[:30])
-        error: type[WorkerStartError | WorkerStartTimeoutError] = (
-            WorkerStartTimeoutError if waiting else WorkerStartError
-        )
-        raise error(
-            f"{len(failures)} of {len(workers)} workers failed in __init__ (all "
-            f"{len(workers)} were stopped):\n{lines}",
-            workers=failures,
-        )
+        _raise_start_failure(workers, failures, timed_out, "failed in __init__")
     return reports
 
 

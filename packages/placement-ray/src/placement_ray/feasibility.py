@@ -20,10 +20,16 @@ __all__ = ["STRATEGIES", "check_feasible", "format_resources", "validate_bundles
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 
 
+_BYTE_RESOURCES = frozenset({"memory", "object_store_memory"})
+
+
 def format_resources(resources: Mapping[str, float]) -> str:
-    """``{GPU: 1, CPU: 0.5}`` with GPUs first and integers without a fraction."""
+    """``{GPU: 1, CPU: 0.5, memory: 16.3 GiB}``: GPUs first, integers without a fraction."""
     keys = sorted(resources, key=lambda k: (k != "GPU", k != "CPU", k))
-    shown = ", ".join(f"{k}: {resources[k]:g}" for k in keys)
+    shown = ", ".join(
+        f"{k}: {resources[k] / 2**30:.1f} GiB" if k in _BYTE_RESOURCES else f"{k}: {resources[k]:g}"
+        for k in keys
+    )
     return "{" + shown + "}"
 
 

@@ -274,8 +274,9 @@ def wait_placement_group(pg: PlacementGroup, cluster: Cluster, *, timeout_s: flo
     shown = "\n".join(f"  bundle {i}: {format_resources(b)}" for i, b in unplaced[:50])
     if len(unplaced) > 50:
         shown += f"\n  ... and {len(unplaced) - 50} more"
+    bundles = f"{len(specs)} bundle" + ("" if len(specs) == 1 else "s")
     raise PlacementGroupTimeoutError(
-        f"placement group of {len(specs)} bundles (strategy {table.get('strategy')}) was not "
+        f"placement group of {bundles} (strategy {table.get('strategy')}) was not "
         f"placed within {timeout_s:g}s and has been removed; other work holds the resources "
         f"it needs.\nunplaced bundles:\n{shown}\nnodes:\n" + "\n".join(lines),
         unplaced=unplaced,
