@@ -51,6 +51,10 @@ def test_master_addr_is_node_0s_ip(ray_env: Cluster) -> None:
     assert ray_env.master_addr == "127.0.0.1"
 
 
+def test_node_address_is_that_nodes_ip(ray_env: Cluster) -> None:
+    assert [ray_env.node_address(r) for r in range(3)] == ["127.0.0.1"] * 3
+
+
 def test_rank_of_an_unknown_node_is_an_error(ray_env: Cluster) -> None:
     with pytest.raises(ClusterError, match="Ray node ffff is not one of job 'tests'"):
         ray_env.rank_of("ffff")

@@ -386,7 +386,11 @@ class Cluster:
     @property
     def master_addr(self) -> str:
         """Address of node 0 (its IP, else hostname, else node id)."""
-        node = self.inventory.node(0)
+        return self.node_address(0)
+
+    def node_address(self, rank: int) -> str:
+        """Address of the node of ``rank``: its IP, else hostname, else node id."""
+        node = self.inventory.node(rank)
         return node.ip or node.hostname or node.node_id
 
     def alive_node_ids(self) -> set[str]:

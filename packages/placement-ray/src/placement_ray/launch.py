@@ -30,7 +30,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from placement_core.config import ClusterConfig
 from placement_core.env import HARDWARE_CONFIG_ENV, HARDWARE_TYPE_ENV, visibility_env
@@ -38,14 +38,12 @@ from placement_core.plan import Plan, plan
 from placement_core.records import Placement
 
 from .allocate import Worker, allocate, boot, check_interpreters, release
+from .cluster import Cluster
 from .colocation import GpuShare, check_shares, default_share, ledger, shared_ranks, validate_share
 from .errors import ArgumentError
 from .groups import OrderedPlacementGroup, create_placement_group
-from .worker import MASTER_PORT_BLOCK
+from .worker import COMPONENT_ENV, MASTER_PORT_BLOCK
 from .worker_group import WorkerGroup
-
-if TYPE_CHECKING:
-    from .cluster import Cluster
 
 __all__ = [
     "COMPONENT_ENV",
@@ -58,9 +56,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-COMPONENT_ENV = "PLACEMENT_COMPONENT"
-"""Every worker's component name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,8 +433,6 @@ def launch(
         WorkerStartError: workers died starting, or their ``__init__`` raised (named).
     """
     if cluster is None:
-        from .cluster import Cluster
-
         cluster = Cluster()
     the_plan = _live_plan(config_or_plan, cluster, colocate)
     components = list(the_plan.components)

@@ -18,21 +18,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from placement_core.env import visibility_env
 from placement_core.inventory import Accelerator, Inventory, Node
 from placement_core.strategies import strided_rollout
 
 from .allocate import Worker, allocate, boot, release
+from .cluster import Cluster
 from .colocation import GpuShare, check_shares, shared_ranks, validate_share
 from .errors import ArgumentError
 from .slime import RoleBundles, SlimeLayout
 from .train_group import used_shares
+from .worker import COMPONENT_ENV
 from .worker_group import WorkerGroup
-
-if TYPE_CHECKING:
-    from .cluster import Cluster
 
 __all__ = [
     "DIST_INIT_ADDR_ENV",
@@ -227,8 +226,6 @@ def create_rollout_engines(
         WorkerStartError: actors died starting, or their ``__init__`` raised.
     """
     if cluster is None:
-        from .cluster import Cluster
-
         cluster = Cluster()
     bundles = layout["rollout"]
     share = validate_share("gpu_share", gpu_share)
@@ -256,7 +253,7 @@ def create_rollout_engines(
         for e, parts in enumerate(sets):
             for j, (node_rank, ids) in enumerate(parts):
                 node = cluster.node(node_rank)
-                env = {**user_env, "PLACEMENT_COMPONENT": "rollout"}
+                env = {**user_env, COMPONENT_ENV: "rollout"}
                 env.update(visibility_env(node.accelerator_type or "nvidia", ids))
                 own = {
                     name: (count, count > 1)

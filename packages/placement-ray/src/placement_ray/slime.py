@@ -15,15 +15,12 @@ nodes that share an IP are never interleaved (slime sorts by IP and GPU id, whic
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ray.util.placement_group import PlacementGroup
 
+from .cluster import Cluster
 from .errors import ArgumentError
 from .groups import BundleSlot, OrderedPlacementGroup, create_placement_group
-
-if TYPE_CHECKING:
-    from .cluster import Cluster
 
 __all__ = ["RoleBundles", "SlimeLayout", "create_placement_groups", "slime_bundle_counts"]
 
@@ -197,8 +194,6 @@ def create_placement_groups(
     ):
         raise ArgumentError(f"cpus_per_bundle: expected a number >= 0, got {cpus_per_bundle!r}")
     if cluster is None:
-        from .cluster import Cluster
-
         cluster = Cluster()
     bundle = {"GPU": 1.0, "CPU": float(cpus_per_bundle)} if cpus_per_bundle else {"GPU": 1.0}
     group = create_placement_group(

@@ -10,20 +10,18 @@ Rank 0's node gives ``MASTER_ADDR``; rank 0 holds ``MASTER_PORT`` until hand-ove
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from placement_core.env import worker_env
 from placement_core.records import Placement
 
 from .allocate import Worker, allocate, boot, release
+from .cluster import Cluster
 from .colocation import GpuShare, check_shares, ledger, validate_share
 from .errors import ArgumentError
 from .slime import RoleBundles, SlimeLayout
-from .worker import MASTER_PORT_BLOCK
+from .worker import COMPONENT_ENV, MASTER_PORT_BLOCK
 from .worker_group import WorkerGroup
-
-if TYPE_CHECKING:
-    from .cluster import Cluster
 
 __all__ = [
     "COLOCATE_TRAIN_SHARE",
@@ -171,8 +169,6 @@ def create_train_group(
         WorkerStartError: actors died starting, or their ``__init__`` raised.
     """
     if cluster is None:
-        from .cluster import Cluster
-
         cluster = Cluster()
     bundles = layout[role]
     if not len(bundles):
@@ -193,7 +189,7 @@ def create_train_group(
     placements = bundle_placements(
         cluster, [(n, (g,)) for n, g in zip(bundles.node_ranks, bundles.gpu_ids, strict=True)]
     )
-    master_addr = _addr(cluster, placements[0].node_rank)
+    master_addr = cluster.node_address(placements[0].node_rank)
     workers: list[Worker] = []
     try:
         for p, index in zip(placements, bundles.bundle_indices, strict=True):
@@ -204,7 +200,7 @@ def create_train_group(
                 user_env=dict(env_vars or {}),
                 path="env_vars",
             )
-            env["PLACEMENT_COMPONENT"] = role
+            env[COMPONENT_ENV] = role
             workers.append(
                 allocate(
                     actor_cls,
@@ -246,8 +242,3 @@ def create_train_group(
         master_addr=master_addr,
         master_port=port[0] if port else None,
     )
-
-
-def _addr(cluster: Cluster, node_rank: int) -> str:
-    node = cluster.node(node_rank)
-    return node.ip or node.hostname or node.node_id

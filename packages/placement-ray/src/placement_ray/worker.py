@@ -27,6 +27,7 @@ from typing import Any
 from .errors import ArgumentError, PortNotHeldError
 
 __all__ = [
+    "COMPONENT_ENV",
     "MASTER_PORT_BLOCK",
     "REPORTED_ENV_VARS",
     "PlacementWorker",
@@ -37,6 +38,9 @@ __all__ = [
     "held_ports",
     "wrap_class",
 ]
+
+COMPONENT_ENV = "PLACEMENT_COMPONENT"
+"""Every worker's component name."""
 
 MASTER_PORT_BLOCK = "master"
 """Name of the port block rank 0 holds for ``MASTER_PORT``."""
@@ -54,7 +58,7 @@ REPORTED_ENV_VARS = (
     "ASCEND_RT_VISIBLE_DEVICES",
     "ONEAPI_DEVICE_SELECTOR",
     "MUSA_VISIBLE_DEVICES",
-    "PLACEMENT_COMPONENT",
+    COMPONENT_ENV,
     "PLACEMENT_HARDWARE_TYPE",
     "PLACEMENT_HARDWARE_CONFIG",
     "PLACEMENT_DIST_INIT_ADDR",
