@@ -79,6 +79,11 @@ def test_every_error_class_is_exported() -> None:
     assert set(errors.__all__) == {cls.__name__ for cls in _error_classes()} | {ROOT.__name__}
 
 
+def test_the_drawn_hierarchy_names_every_class() -> None:
+    drawn = errors.__doc__ or ""
+    assert [cls.__name__ for cls in _error_classes() if cls.__name__ not in drawn] == []
+
+
 def test_no_error_class_is_defined_outside_errors() -> None:
     import placement_ray
 
