@@ -21,6 +21,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # before ray: s
 
 import argparse
 import json
+import logging
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -355,6 +356,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ray.cluster_utils import Cluster as SimulatedCluster
 
     from placement_ray.cluster import Cluster
+
+    # The demo's output is for a person: Ray's own INFO lines (address overwrites,
+    # "Connected to Ray cluster") would interleave with the tables.
+    logging.getLogger("ray").setLevel(logging.WARNING)
 
     total = time.perf_counter()
     checks = Checks()
