@@ -193,6 +193,65 @@ def test_missing_file(run: Run, tmp_path: Path) -> None:
     assert err == f"placement: error: {tmp_path / 'nope.yaml'}: no such file\n"
 
 
+def test_a_directory_instead_of_a_file_is_named_as_one(run: Run, tmp_path: Path) -> None:
+    status, _, err = run("plan", str(tmp_path))
+    assert status == 1
+    assert err == f"placement: error: {tmp_path}: is a directory, expected a YAML file\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"", "got an empty document"),
+        (b"- a\n- b\n", "top-level 'cluster:' key, got list"),
+        (b"cluster:\n  num_nodes: \xff\n", "cannot read the file: 'utf-8' codec"),
+        (b"cluster:\n  num_nodes: 2\n  bogus: 1\n", "cluster.bogus: unknown key"),
+        (
+            b"cluster:\n  num_nodes: 2\n  component_placement:\n    actor: 0-a\n",
+            "expected resource ranks as INT, INT-INT or 'all', got '0-a'",
+        ),
+    ],
+    ids=["empty", "yaml-list", "not-utf8", "unknown-key", "bad-range"],
+)
+def test_bad_config_files_exit_1_with_a_message(
+    run: Run, tmp_path: Path, content: bytes, expected: str
+) -> None:
+    path = tmp_path / "cluster.yaml"
+    path.write_bytes(content)
+    for command in ("plan", "validate"):
+        status, out, err = run(command, str(path), "--accelerators-per-node", "8")
+        assert (status, out) == (1, ""), command
+        assert str(path) in err
+        assert expected in err
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"{bad", "invalid JSON"),
+        (b"", "invalid JSON"),
+        (b"[1, 2]", "expected a JSON object (a node snapshot), got list"),
+        (b"\xff", "cannot read the snapshot: 'utf-8' codec"),
+    ],
+    ids=["syntax", "empty", "list", "not-utf8"],
+)
+def test_bad_snapshot_json_exits_1_naming_the_snapshot(
+    run: Run, tmp_path: Path, content: bytes, expected: str
+) -> None:
+    snapshot = tmp_path / "n0.json"
+    snapshot.write_bytes(content)
+    status, out, err = run("plan", HETEROGENEOUS, "--inventory", str(snapshot))
+    assert (status, out) == (1, "")
+    assert str(snapshot) in err
+    assert expected in err
+
+
+def test_a_directory_as_snapshot_exits_1(run: Run, tmp_path: Path) -> None:
+    status, _, err = run("plan", HETEROGENEOUS, "--inventory", str(tmp_path))
+    assert status == 1
+    assert f"{tmp_path}: cannot read the snapshot" in err
+
+
 def test_yaml_syntax_error_names_line_and_column(
     run: Run, write_file: Callable[[str, str], Path]
 ) -> None:

@@ -47,7 +47,7 @@ def _looks_like_path(text: str) -> bool:
     if text.endswith((".yaml", ".yml", ".json")):
         return True
     try:
-        return Path(text).is_file()
+        return Path(text).exists()  # a directory too, so it is reported as one
     except OSError:
         return False
 
@@ -55,7 +55,7 @@ def _looks_like_path(text: str) -> bool:
 def read_document(source: str | os.PathLike[str]) -> tuple[Any, str]:
     """Parse a YAML file or YAML text; return the document and a name for messages.
 
-    A str is a path when it has no newline and names an existing file or ends with
+    A str is a path when it has no newline and names an existing file or directory or ends with
     ``.yaml``, ``.yml`` or ``.json``; otherwise it is YAML text.
 
     Raises:
