@@ -91,6 +91,7 @@ def test_all_problems_are_reported_together() -> None:
         ({"bundles": [{"GPU": 0}]}, r"bundles\[0\]: asks for nothing"),
         ({"bundles": [GPU], "strategy": "TIGHT"}, "strategy: expected one of PACK"),
         ({"bundles": [GPU], "pins": [0, 1]}, "pin_to: expected one node rank"),
+        ({"bundles": [GPU], "pins": 0}, "pin_to: expected a list of node ranks"),
         ({"bundles": [GPU], "pins": [3]}, r"pin_to\[0\]: expected a node rank in 0\.\.2"),
     ],
 )

@@ -59,7 +59,7 @@ def test_ranks_with_a_gap_are_an_error() -> None:
         order_nodes(nodes)
 
 
-@pytest.mark.parametrize("value", ["-1", "one", "1.0", ""])
+@pytest.mark.parametrize("value", ["-1", "one", "1.0", "", "\u00b2"])
 def test_a_rank_that_is_not_an_int_is_an_error(value: str) -> None:
     with pytest.raises(NodeOrderError, match="PLACEMENT_NODE_RANK must be an int >= 0"):
         order_nodes([facts("a", env={"PLACEMENT_NODE_RANK": value})])

@@ -68,6 +68,10 @@ def validate_bundles(
             raise ArgumentError(f"bundles[{i}]: asks for nothing ({dict(bundle)!r})")
         clean.append({k: float(v) for k, v in bundle.items()})
     if pins is not None:
+        if isinstance(pins, str | Mapping) or not isinstance(pins, Sequence):
+            raise ArgumentError(
+                f"pin_to: expected a list of node ranks (or None) per bundle, got {pins!r}"
+            )
         if len(pins) != len(bundles):
             raise ArgumentError(
                 f"pin_to: expected one node rank (or None) per bundle, {len(bundles)} in all, "

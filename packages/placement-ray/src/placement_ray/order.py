@@ -63,7 +63,8 @@ class NodeFacts:
 
 def _parse_rank(value: str, source: str, node: NodeFacts) -> int:
     text = value.strip()
-    if not text.isdigit():
+    # ASCII only: str.isdigit() also accepts "²", which int() then rejects.
+    if not (text.isascii() and text.isdigit()):
         raise NodeOrderError(
             f"node {node.node_id} ({node.ip}): {source} must be an int >= 0, got {value!r}"
         )
