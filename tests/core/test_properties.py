@@ -8,12 +8,14 @@ from collections import defaultdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from placement_core.config import load_config
 from placement_core.errors import PlacementRuleError
 from placement_core.inventory import Accelerator, Inventory, Node
 from placement_core.plan import plan
 from placement_core.ranks import format_rank_list, parse_rank_list
 from placement_core.records import Placement, build_placements
 from placement_core.rules import parse_rule, resolve_rule
+from placement_core.sources import inventory_for
 from placement_core.spaces import build_space
 from placement_core.strategies import flexible, packed
 
@@ -150,6 +152,41 @@ def test_results_do_not_depend_on_the_order_nodes_are_listed(
 
 
 @SETTINGS
+@given(st.lists(st.integers(1, 8), min_size=1, max_size=6), st.randoms(use_true_random=False))
+def test_plans_do_not_depend_on_the_order_snapshots_are_given_when_ranks_are_set(
+    counts: list[int], random: object
+) -> None:
+    snapshots = [
+        {
+            "schema": 1,
+            "hostname": f"host-{rank}",
+            "ip": "10.0.0.1",  # shared IPs must not decide the order either
+            "cpus": 8,
+            "node_rank": rank,
+            "accelerators": [{"index": i, "type": "nvidia"} for i in range(count)],
+        }
+        for rank, count in enumerate(counts)
+    ]
+    shuffled = snapshots[:]
+    random.shuffle(shuffled)  # type: ignore[attr-defined]
+    raw = {
+        "cluster": {
+            "num_nodes": len(counts),
+            "component_placement": {
+                "actor": "all",
+                "agent": {"node_group": "node", "placement": "all"},
+            },
+        }
+    }
+    config = load_config(raw)
+
+    def components(given: list[dict[str, object]]) -> object:
+        return plan(config, inventory_for(config, snapshots=given)).components
+
+    assert components(snapshots) == components(shuffled)
+
+
+@SETTINGS
 @given(
     st.lists(
         st.lists(st.integers(0, 15), min_size=1, max_size=3, unique=True), min_size=1, max_size=6
@@ -180,6 +217,27 @@ def test_rank_lists_round_trip_through_their_text(ranks: list[int]) -> None:
     text = format_rank_list(sorted(set(ranks)))
     assert parse_rank_list(text) == tuple(sorted(set(ranks)))
     assert format_rank_list(parse_rank_list(text)) == text
+
+
+@st.composite
+def rank_list_texts(draw: st.DrawFn) -> str:
+    """Well-formed rank-list text as people write it: unordered, overlapping, spaced."""
+    items: list[str] = []
+    for _ in range(draw(st.integers(1, 8))):
+        lo = draw(st.integers(0, 100))
+        hi = draw(st.integers(lo, lo + 20))
+        item = draw(st.sampled_from([str(lo), f"{lo}-{hi}", f" {lo} - {hi} ", ""]))
+        items.append(item)
+    if not any(item.strip() for item in items):
+        items.append(str(draw(st.integers(0, 100))))
+    return ",".join(items)
+
+
+@SETTINGS
+@given(rank_list_texts())
+def test_rank_list_text_survives_parse_render_parse(text: str) -> None:
+    ranks = parse_rank_list(text)
+    assert parse_rank_list(format_rank_list(ranks)) == ranks
 
 
 @SETTINGS
