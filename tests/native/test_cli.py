@@ -113,3 +113,26 @@ def test_python_dash_m_runs_the_cli(use_node: UseNode) -> None:
         check=True,
     )
     assert result.stdout.splitlines()[1].split()[:3] == ["GPU0", "X", "NV18"]
+
+
+@pytest.mark.parametrize(
+    "make", [fakelib.dgx_h100, fakelib.mig_node, fakelib.no_permission, fakelib.init_failure]
+)
+def test_snapshot_json_is_what_placement_plan_inventory_reads(
+    use_node: UseNode, tmp_path: Path, make: Callable[[], fakelib.Topology]
+) -> None:
+    sources = pytest.importorskip("placement_core.sources")
+    use_node(make())
+    result = subprocess.run(
+        [sys.executable, "-m", "placement_native", "snapshot", "--json"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        check=True,
+    )
+    path = tmp_path / "node.json"
+    path.write_text(result.stdout)
+    node = sources.node_from_snapshot(path, rank=0)
+    written = json.loads(result.stdout)
+    assert [a.index for a in node.accelerators] == [a["index"] for a in written["accelerators"]]
+    assert [a.uuid for a in node.accelerators] == [a["uuid"] for a in written["accelerators"]]

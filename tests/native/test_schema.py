@@ -159,3 +159,59 @@ def test_a_bad_node_rank_is_reported_and_unset(
     monkeypatch.setenv("PLACEMENT_NODE_RANK", "-1")
     assert take(fakelib.init_failure()).node_rank is None
     assert "ignoring PLACEMENT_NODE_RANK='-1': expected an int >= 0" in caplog.text
+
+
+def _is(value: object, kind: type) -> bool:
+    """The exact JSON type: ``true`` is not an int."""
+    return type(value) is kind
+
+
+def _optional(value: object, kind: type) -> bool:
+    return value is None or _is(value, kind)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        fakelib.dgx_h100,
+        fakelib.pcie_two_switches,
+        fakelib.mig_node,
+        fakelib.no_permission,
+        fakelib.old_driver,
+        fakelib.init_failure,
+    ],
+)
+def test_live_snapshot_values_have_the_spec_types(
+    take: Take, make: Callable[[], fakelib.Topology]
+) -> None:
+    data = json.loads(take(make()).to_json())
+    assert _is(data["schema"], int)
+    assert _is(data["hostname"], str)
+    assert _is(data["ip"], str)
+    assert _is(data["cpus"], int)
+    assert data["cpus"] >= 1
+    assert _optional(data["driver"], str)
+    assert _is(data["source"], str)
+    assert _optional(data["nvml_error"], str)
+    assert _is(data["accelerators"], list)
+    for entry in data["accelerators"]:
+        assert _is(entry["index"], int)
+        assert _is(entry["type"], str)
+        for key in ("model", "uuid", "pci_bus_id", "cpu_affinity"):
+            assert _optional(entry[key], str), key
+        for key in ("memory_bytes", "numa_node"):
+            assert _optional(entry[key], int), key
+        assert entry["mig"] is True or entry["mig"] is False
+    for link in data["links"]:
+        assert _is(link, list)
+        assert len(link) == 3
+        assert _is(link[2], str)
+
+
+def test_a_healthy_node_fills_every_spec_field(take: Take) -> None:
+    data = json.loads(take(fakelib.dgx_h100()).to_json())
+    assert isinstance(data["driver"], str)
+    for entry in data["accelerators"]:
+        for key in ("model", "uuid", "pci_bus_id", "memory_bytes", "numa_node", "cpu_affinity"):
+            assert entry[key] is not None, key
+        assert entry["error"] is None
