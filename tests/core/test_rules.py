@@ -69,6 +69,7 @@ def test_path_is_kept_on_the_rule() -> None:
         ("0-3:", (4, 5), "got nothing"),
         ("0-1-2", (0, 5), "expected resource ranks"),
         ("1.0", (0, 3), "expected resource ranks"),
+        ("\u0663", (0, 1), "expected resource ranks"),  # a non-ASCII digit is not an INT
         ("", (0, 1), "at least one segment"),
         (" , ", (0, 3), "at least one segment"),
     ],

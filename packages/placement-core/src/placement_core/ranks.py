@@ -9,7 +9,7 @@ from .errors import PlacementRuleError, PlacementSyntaxError
 
 __all__ = ["format_rank_list", "parse_rank_list"]
 
-_ITEM = re.compile(r"\s*(?:(?P<all>[aA][lL][lL])|(?P<lo>\d+)(?:\s*-\s*(?P<hi>\d+))?)\s*\Z")
+_ITEM = re.compile(r"\s*(?:(?P<all>[aA][lL][lL])|(?P<lo>[0-9]+)(?:\s*-\s*(?P<hi>[0-9]+))?)\s*\Z")
 
 
 def parse_rank_list(

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Entry", "Rule", "Segment", "parse_rule", "resolve_rule"]
 
-_PART = re.compile(r"\s*(?:(?P<all>[aA][lL][lL])|(?P<lo>\d+)(?:\s*-\s*(?P<hi>\d+))?)\s*\Z")
+_PART = re.compile(r"\s*(?:(?P<all>[aA][lL][lL])|(?P<lo>[0-9]+)(?:\s*-\s*(?P<hi>[0-9]+))?)\s*\Z")
 
 #: One resolved group of processes of ``run``, in rank order: ``(count, run, local_ids)``
 #: puts the next ``count`` processes all on the resources ``local_ids``;
