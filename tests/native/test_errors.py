@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import pickle
+import pkgutil
 
 import pytest
 
+import placement_native
 from placement_native import errors
 from placement_native.errors import (
     BackendMismatchError,
@@ -75,3 +78,30 @@ def test_every_error_pickles(error: NativeError) -> None:
     assert type(clone) is type(error)
     assert str(clone) == str(error)
     assert clone.__dict__ == error.__dict__
+
+
+def _native_error_classes() -> list[type[NativeError]]:
+    found: set[type[NativeError]] = set()
+    for info in pkgutil.iter_modules(placement_native.__path__, "placement_native."):
+        if info.name.endswith(("__main__", "._native")):
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, NativeError):
+                found.add(value)
+    return sorted(found, key=lambda cls: cls.__name__)
+
+
+def _sample(cls: type[NativeError]) -> NativeError:
+    if issubclass(cls, NVMLError):
+        return cls(cls.code_value or 999, "nvmlDeviceGetUUID", "GPU 1")
+    return cls("something went wrong")
+
+
+@pytest.mark.parametrize("cls", _native_error_classes(), ids=lambda cls: cls.__name__)
+def test_every_error_class_of_the_package_pickles(cls: type[NativeError]) -> None:
+    error = _sample(cls)
+    clone = pickle.loads(pickle.dumps(error))
+    assert type(clone) is cls
+    assert str(clone) == str(error)
+    assert clone.args == error.args
