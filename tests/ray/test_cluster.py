@@ -149,6 +149,12 @@ def test_enough_nodes_return_at_once(ray_env: Cluster) -> None:
         ({"num_nodes": True}, "num_nodes: expected an int >= 1 or None, got True"),
         ({"job": ""}, "job: expected a non-empty name"),
         ({"num_gpus": 2}, "num_gpus only apply when starting a local cluster"),
+        ({"num_gpus": -1}, "num_gpus: expected an int >= 0 or None, got -1"),
+        ({"num_gpus": "8"}, "num_gpus: expected an int >= 0 or None, got '8'"),
+        ({"num_cpus": 1.5}, "num_cpus: expected an int >= 0 or None, got 1.5"),
+        ({"node_ip_address": ""}, "node_ip_address: expected a non-empty IP string"),
+        ({"timeout_s": 0}, "timeout_s: expected seconds > 0 or None, got 0"),
+        ({"timeout_s": "60"}, "timeout_s: expected seconds > 0 or None, got '60'"),
     ],
 )
 def test_bad_arguments_name_the_argument(

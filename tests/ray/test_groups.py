@@ -10,7 +10,11 @@ from ray.util.placement_group import placement_group_table
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from placement_ray.cluster import Cluster
-from placement_ray.errors import InfeasiblePlacementGroupError, PlacementGroupTimeoutError
+from placement_ray.errors import (
+    ArgumentError,
+    InfeasiblePlacementGroupError,
+    PlacementGroupTimeoutError,
+)
 from placement_ray.groups import OrderedPlacementGroup, create_placement_group
 
 from .conftest import GPUS_PER_NODE, NUM_NODES
@@ -143,6 +147,16 @@ def test_timeout_removes_the_group_and_lists_bundles_and_nodes(ray_env: Cluster)
     assert "labels {'node-rank': '0'}: available {GPU: 0, CPU: 0} of {GPU: 4, CPU: 4}" in text
     assert [i for i, _ in error.unplaced] == [0, 1]
     assert sorted(v["rank"] for v in error.nodes.values()) == list(range(NUM_NODES))
+    assert live_groups() == before
+
+
+@pytest.mark.parametrize("timeout_s", [0, -1.0, float("nan"), "60", True])
+def test_a_bad_timeout_is_an_error_before_anything_is_created(
+    ray_env: Cluster, timeout_s: object
+) -> None:
+    before = live_groups()
+    with pytest.raises(ArgumentError, match=r"timeout_s: expected seconds > 0 or None, got "):
+        create_placement_group(ray_env, [GPU], timeout_s=timeout_s)  # type: ignore[arg-type]
     assert live_groups() == before
 
 

@@ -70,7 +70,7 @@ class _JobState:
 
 def _rank_label(node: dict[str, Any]) -> int | None:
     value = str((node.get("Labels") or {}).get(NODE_RANK_LABEL, "")).strip()
-    return int(value) if value.isdigit() else None
+    return int(value) if value.isascii() and value.isdigit() else None
 
 
 def wait_for_nodes(
@@ -190,6 +190,12 @@ class Cluster:
             isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1
         ):
             raise ArgumentError(f"num_nodes: expected an int >= 1 or None, got {num_nodes!r}")
+        if timeout_s is not None and (
+            isinstance(timeout_s, bool)
+            or not isinstance(timeout_s, int | float)
+            or not timeout_s > 0
+        ):
+            raise ArgumentError(f"timeout_s: expected seconds > 0 or None, got {timeout_s!r}")
         self.started_local = False
         self._exported: dict[str, str | None] = {}
         self.job, self.namespace = self._connect(address, job, num_gpus, num_cpus, node_ip_address)
@@ -269,6 +275,17 @@ class Cluster:
             job = os.environ.get(JOB_ENV) or None
         if job is not None and (not isinstance(job, str) or not job.strip() or "/" in job):
             raise ArgumentError(f"job: expected a non-empty name without '/', got {job!r}")
+        for name, count in (("num_gpus", num_gpus), ("num_cpus", num_cpus)):
+            if count is not None and (
+                isinstance(count, bool) or not isinstance(count, int) or count < 0
+            ):
+                raise ArgumentError(f"{name}: expected an int >= 0 or None, got {count!r}")
+        if node_ip_address is not None and (
+            not isinstance(node_ip_address, str) or not node_ip_address.strip()
+        ):
+            raise ArgumentError(
+                f"node_ip_address: expected a non-empty IP string or None, got {node_ip_address!r}"
+            )
         local_only = {
             "num_gpus": num_gpus,
             "num_cpus": num_cpus,

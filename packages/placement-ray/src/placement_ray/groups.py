@@ -28,7 +28,7 @@ from ray.util.placement_group import (
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from ._rayapi import alive_nodes, available_per_node, schedulable_resources, shown_resources
-from .errors import ClusterError, PlacementGroupTimeoutError, ProbeError
+from .errors import ArgumentError, ClusterError, PlacementGroupTimeoutError, ProbeError
 from .feasibility import check_feasible, format_resources, validate_bundles
 from .order import NODE_RANK_LABEL
 
@@ -162,6 +162,10 @@ def create_placement_group(
             removed.
         ProbeError: a probe task failed.
     """
+    if timeout_s is not None and (
+        isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not timeout_s > 0
+    ):
+        raise ArgumentError(f"timeout_s: expected seconds > 0 or None, got {timeout_s!r}")
     clean = validate_bundles(bundles, strategy, pin_to, cluster.num_nodes)
     if check:
         check_feasible(clean, node_totals(cluster), strategy=strategy, pins=pin_to)
