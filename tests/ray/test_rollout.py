@@ -114,6 +114,28 @@ def test_multi_node_engine_has_one_actor_per_node_sharing_dist_init_addr(
     assert len(engine.ports[0]["dist_init"]) == 31
 
 
+@pytest.mark.parametrize(
+    ("port_blocks", "match"),
+    [
+        ({"server": 0}, r"port_blocks\['server'\]: expected a port count >= 1, got 0"),
+        ({"nccl": True}, r"port_blocks\['nccl'\]: expected a port count >= 1, got True"),
+        ({"": 1}, "port_blocks: expected non-empty block names, got ''"),
+        ([("server", 1)], "port_blocks: expected a mapping of block name to port count"),
+    ],
+)
+def test_bad_port_blocks_are_an_error_naming_the_block(
+    layout: SlimeLayout, cluster: Cluster, port_blocks: object, match: str
+) -> None:
+    with pytest.raises(ArgumentError, match=match):
+        create_rollout_engines(
+            layout,
+            DemoEngine,
+            num_gpus_per_engine=2,
+            cluster=cluster,
+            port_blocks=port_blocks,  # type: ignore[arg-type]
+        )
+
+
 def test_engine_sees_its_gpus_as_local_indices(spanning: RolloutEngines) -> None:
     for report in spanning.group.reports:
         assert report["env"]["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"

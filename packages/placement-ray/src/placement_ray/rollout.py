@@ -229,8 +229,14 @@ def create_rollout_engines(
         cluster = Cluster()
     bundles = layout["rollout"]
     share = validate_share("gpu_share", gpu_share)
+    if port_blocks is not None and not isinstance(port_blocks, Mapping):
+        raise ArgumentError(
+            f"port_blocks: expected a mapping of block name to port count, got {port_blocks!r}"
+        )
     blocks = dict(default_port_blocks(dp_size) if port_blocks is None else port_blocks)
     for name, count in blocks.items():
+        if not isinstance(name, str) or not name:
+            raise ArgumentError(f"port_blocks: expected non-empty block names, got {name!r}")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ArgumentError(f"port_blocks[{name!r}]: expected a port count >= 1, got {count!r}")
     sets = engine_gpu_sets(cluster, bundles, num_gpus_per_engine, trainer_tp=trainer_tp)
