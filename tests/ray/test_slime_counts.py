@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from placement_ray.errors import ArgumentError
-from placement_ray.slime import slime_bundle_counts
+from placement_ray.slime import create_placement_groups, slime_bundle_counts
 
 
 @pytest.mark.parametrize(
@@ -48,3 +48,9 @@ def test_both_debug_flags_are_an_error() -> None:
 def test_bad_counts_name_the_argument(args: tuple[object, ...], match: str) -> None:
     with pytest.raises(ArgumentError, match=match):
         slime_bundle_counts(*args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("cpus", [-1, float("inf"), float("nan"), "1", True])
+def test_bad_cpus_per_bundle_is_an_error_before_ray_is_touched(cpus: object) -> None:
+    with pytest.raises(ArgumentError, match="cpus_per_bundle: expected a finite number >= 0"):
+        create_placement_groups(2, 4, 4, cpus_per_bundle=cpus)  # type: ignore[arg-type]

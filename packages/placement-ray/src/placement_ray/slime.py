@@ -14,6 +14,7 @@ nodes that share an IP are never interleaved (slime sorts by IP and GPU id, whic
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ray.util.placement_group import PlacementGroup
@@ -190,9 +191,12 @@ def create_placement_groups(
     if (
         isinstance(cpus_per_bundle, bool)
         or not isinstance(cpus_per_bundle, int | float)
-        or not cpus_per_bundle >= 0
+        or not math.isfinite(cpus_per_bundle)
+        or cpus_per_bundle < 0
     ):
-        raise ArgumentError(f"cpus_per_bundle: expected a number >= 0, got {cpus_per_bundle!r}")
+        raise ArgumentError(
+            f"cpus_per_bundle: expected a finite number >= 0, got {cpus_per_bundle!r}"
+        )
     if cluster is None:
         cluster = Cluster()
     bundle = {"GPU": 1.0, "CPU": float(cpus_per_bundle)} if cpus_per_bundle else {"GPU": 1.0}
