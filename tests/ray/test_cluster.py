@@ -138,6 +138,22 @@ def test_waiting_for_more_nodes_times_out_naming_the_missing_ranks(ray_env: Clus
     assert (info.value.expected, info.value.alive, info.value.missing_ranks) == (5, 3, (3, 4))
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"timeout_s": 0}, "timeout_s: expected seconds > 0 or None, got 0"),
+        ({"timeout_s": "5"}, "timeout_s: expected seconds > 0 or None, got '5'"),
+        ({"poll_s": 0}, "poll_s: expected seconds > 0, got 0"),
+        ({"poll_s": None}, "poll_s: expected seconds > 0, got None"),
+    ],
+)
+def test_waiting_with_a_bad_timeout_or_poll_names_the_argument(
+    kwargs: dict[str, object], match: str
+) -> None:
+    with pytest.raises(ArgumentError, match=match):
+        wait_for_nodes(1, **kwargs)  # type: ignore[arg-type]
+
+
 def test_enough_nodes_return_at_once(ray_env: Cluster) -> None:
     assert len(wait_for_nodes(NUM_NODES, timeout_s=5)) == NUM_NODES
 

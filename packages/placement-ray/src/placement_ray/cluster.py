@@ -101,6 +101,12 @@ def wait_for_nodes(
     """
     if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1:
         raise ArgumentError(f"num_nodes: expected an int >= 1, got {num_nodes!r}")
+    for name, seconds, optional in (("timeout_s", timeout_s, True), ("poll_s", poll_s, False)):
+        if (seconds is not None or not optional) and (
+            isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0
+        ):
+            allowed = " or None" if optional else ""
+            raise ArgumentError(f"{name}: expected seconds > 0{allowed}, got {seconds!r}")
     say = progress or (lambda line: logger.info("%s", line))
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     last = -1
