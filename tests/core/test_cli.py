@@ -51,6 +51,20 @@ def test_plan_formats(run: Run, fmt: str) -> None:
         assert out.startswith("map: ")
 
 
+@pytest.mark.parametrize(
+    ("fmt", "golden"),
+    [
+        ("table", "colocated_strided.table.txt"),
+        ("map", "colocated_strided.map.txt"),
+        ("json", "colocated_strided.json"),
+    ],
+)
+def test_plan_prints_the_golden_output(run: Run, fmt: str, golden: str) -> None:
+    status, out, err = run("plan", str(EXAMPLES / "colocated_strided.yaml"), "--format", fmt)
+    assert (status, err) == (0, "")
+    assert out == (Path(__file__).parent / "golden" / golden).read_text(encoding="utf-8")
+
+
 def test_plan_expand(run: Run) -> None:
     _, folded, _ = run("plan", HETEROGENEOUS)
     _, expanded, _ = run("plan", HETEROGENEOUS, "--expand")
