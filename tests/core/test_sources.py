@@ -245,7 +245,7 @@ def test_accelerators_per_node_shortcut() -> None:
 
 @pytest.mark.parametrize("value", [-1, True, 2.5, "8"])
 def test_accelerators_per_node_must_be_a_count(value: Any) -> None:
-    with pytest.raises(InventoryError, match="expected an integer >= 0"):
+    with pytest.raises(InventoryError, match="expected an integer from 0 to 1024"):
         inventory_for(config(), accelerators_per_node=value)
 
 

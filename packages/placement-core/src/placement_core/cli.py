@@ -27,6 +27,7 @@ from ._version import __version__
 from ._yamlio import line_of, yaml_lines
 from .config import ClusterConfig, config_json_schema, load_config
 from .errors import ConfigError, PlacementError
+from .inventory import MAX_ACCELERATORS_PER_NODE
 from .plan import Plan, plan
 from .render import render_json, render_map, render_table
 from .render._text import plural
@@ -43,8 +44,10 @@ def _count(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    if not 0 <= value <= MAX_ACCELERATORS_PER_NODE:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer from 0 to {MAX_ACCELERATORS_PER_NODE}, got {value}"
+        )
     return value
 
 

@@ -53,6 +53,7 @@ from ._problems import Issues, did_you_mean, issue, issues_from, problems_from_v
 from ._yamlio import plain, read_document
 from .errors import ConfigError, PlacementError, PlacementRuleError, Problem
 from .hardware import HardwareConfig, hardware_model, registered_hardware
+from .inventory import MAX_ACCELERATORS_PER_NODE, MAX_NODES
 from .ranks import format_rank_list, parse_rank_list
 
 __all__ = [
@@ -436,7 +437,7 @@ class AcceleratorSpec(_Model):
 
     type: Literal["nvidia", "amd", "ascend", "intel", "musa", "kunlun"] = "nvidia"
     model: str | None = None
-    count: NonNegativeInt
+    count: Annotated[int, Field(strict=True, ge=0, le=MAX_ACCELERATORS_PER_NODE)]
 
 
 class InventoryEntry(_Model):
@@ -452,7 +453,7 @@ class ClusterConfig(_Model):
     Build it with :func:`load_config`, which reports every problem with its YAML path.
     """
 
-    num_nodes: PositiveInt
+    num_nodes: Annotated[int, Field(strict=True, gt=0, le=MAX_NODES)]
     component_placement: dict[str, ComponentRule]
     node_groups: tuple[NodeGroup, ...] = ()
     inventory: tuple[InventoryEntry, ...] = ()

@@ -13,7 +13,19 @@ from typing import Any
 
 from .errors import InventoryError
 
-__all__ = ["Accelerator", "HardwareDevice", "Inventory", "Node"]
+__all__ = [
+    "MAX_ACCELERATORS_PER_NODE",
+    "MAX_NODES",
+    "Accelerator",
+    "HardwareDevice",
+    "Inventory",
+    "Node",
+]
+
+#: Sanity bounds: far beyond any real cluster, low enough that a typo (an extra digit or
+#: ten) is an error rather than a planner building billions of records.
+MAX_NODES = 100_000
+MAX_ACCELERATORS_PER_NODE = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,15 +128,22 @@ class Inventory:
         model: str | None = None,
     ) -> Inventory:
         """``num_nodes`` identical nodes with ``accelerators_per_node`` accelerators each."""
-        if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1:
-            raise InventoryError(f"expected an int >= 1, got {num_nodes!r}", path="num_nodes")
+        if (
+            isinstance(num_nodes, bool)
+            or not isinstance(num_nodes, int)
+            or not 1 <= num_nodes <= MAX_NODES
+        ):
+            raise InventoryError(
+                f"expected an int from 1 to {MAX_NODES}, got {num_nodes!r}", path="num_nodes"
+            )
         if (
             isinstance(accelerators_per_node, bool)
             or not isinstance(accelerators_per_node, int)
-            or accelerators_per_node < 0
+            or not 0 <= accelerators_per_node <= MAX_ACCELERATORS_PER_NODE
         ):
             raise InventoryError(
-                f"expected an int >= 0, got {accelerators_per_node!r}",
+                f"expected an int from 0 to {MAX_ACCELERATORS_PER_NODE}, "
+                f"got {accelerators_per_node!r}",
                 path="accelerators_per_node",
             )
         shared = tuple(

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ._problems import problems_from_validation_error
 from .config import ClusterConfig
 from .errors import InventoryError
-from .inventory import Accelerator, HardwareDevice, Inventory, Node
+from .inventory import MAX_ACCELERATORS_PER_NODE, Accelerator, HardwareDevice, Inventory, Node
 
 __all__ = [
     "SNAPSHOT_SCHEMA",
@@ -284,9 +284,14 @@ def inventory_from_config(config: ClusterConfig) -> Inventory | None:
 def _check_count(value: object) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 0 <= value <= MAX_ACCELERATORS_PER_NODE
+    ):
         raise InventoryError(
-            f"expected an integer >= 0, got {value!r}", path="accelerators_per_node"
+            f"expected an integer from 0 to {MAX_ACCELERATORS_PER_NODE}, got {value!r}",
+            path="accelerators_per_node",
         )
     return value
 
