@@ -32,7 +32,9 @@ TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "jsonschema>=4.18"]
 # What each package's test session installs (itself plus the packages it builds on).
 PACKAGE_INSTALLS = {
     "core": [CORE],
-    "native": [NATIVE],
+    # core only for the snapshot-contract tests; test_independence proves native never
+    # imports it.
+    "native": [NATIVE, CORE],
     "ray": [CORE, NATIVE, RAY],
     "e2e": [CORE, NATIVE, RAY],  # tests/e2e: the demo end to end (about 2 minutes)
 }
@@ -90,7 +92,7 @@ def _require_native_extension(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def tests_purepython(session: nox.Session) -> None:
     """Run tests/native with the pure-Python (nvidia-ml-py) backend forced."""
-    session.install(*TEST_DEPS, NATIVE)
+    session.install(*TEST_DEPS, NATIVE, CORE)
     session.run(
         "pytest", "tests/native", *session.posargs, env={"PLACEMENT_NATIVE_PUREPYTHON": "1"}
     )
