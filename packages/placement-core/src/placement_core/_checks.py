@@ -9,11 +9,11 @@ cause no derived errors. Rules yield ``(path suffix, message, value)``.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ._problems import did_you_mean
+from .env import RESERVED_ENV_VARS
 from .errors import PlacementError, PlacementSyntaxError
 from .hardware import HardwareConfig
 from .ranks import format_rank_list
@@ -280,23 +280,14 @@ def _check_environments(groups: Sequence[GroupFacts]) -> Iterable[Issue]:
 
 
 def _reserved_env_vars(where: str, env: EnvFacts) -> Iterable[Issue]:
-    reserved = _reserved_names()
     for v, (key, _) in enumerate(env.env_vars or ()):
-        if key in reserved:
+        if key in RESERVED_ENV_VARS:
             yield (
                 f"{where}.env_vars[{v}]",
                 f"{key} is a reserved variable that env_vars may not set: placement sets it "
                 "for every worker",
                 key,
             )
-
-
-def _reserved_names() -> frozenset[str]:
-    try:
-        worker_env = importlib.import_module("placement_core.env")
-    except ImportError:
-        return frozenset()
-    return frozenset(getattr(worker_env, "RESERVED_ENV_VARS", ()))
 
 
 def _check_hardware(groups: Sequence[GroupFacts]) -> Iterable[Issue]:

@@ -22,12 +22,10 @@ from types import MappingProxyType
 from typing import Any
 
 from .config import ClusterConfig, ComponentRule, load_config
-from .env import RESERVED_ENV_VARS, worker_env
+from .env import worker_env
 from .errors import (
-    ConfigError,
     InventoryError,
     PlacementRuleError,
-    Problem,
 )
 from .inventory import Inventory
 from .ranks import format_rank_list
@@ -245,7 +243,6 @@ def plan(
             path="cluster.num_nodes",
         )
     inventory = attach_hardware(inventory, config)
-    _check_reserved_env(config)
     spaces: dict[tuple[str, ...], ResourceSpace] = {}
     components: dict[str, tuple[Placement, ...]] = {}
     resolved: list[tuple[ComponentRule, ResourceSpace, list[Entry]]] = []
@@ -357,23 +354,6 @@ def _where(keys: set[int], limit: int = 3) -> str:
     )
     more = len({key // _NODE_FACTOR for key in keys}) - len(by_node)
     return shown + (f"; and {more} more node(s)" if more > 0 else "")
-
-
-def _check_reserved_env(config: ClusterConfig) -> None:
-    problems: list[Problem] = []
-    for g, group in enumerate(config.node_groups):
-        for e, env in enumerate(group.env_configs):
-            for key, _ in env.env_vars:
-                if key in RESERVED_ENV_VARS:
-                    problems.append(
-                        Problem(
-                            f"cluster.node_groups[{g}].env_configs[{e}].env_vars",
-                            f"{key} is reserved: the planner sets it for every worker",
-                            key,
-                        )
-                    )
-    if problems:
-        raise ConfigError(problems)
 
 
 def _occupancy(result: Plan) -> Occupancy:
