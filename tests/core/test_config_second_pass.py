@@ -84,6 +84,16 @@ def test_unknown_group_is_reported_next_to_a_field_error_and_lists_the_defined_g
     )
 
 
+def test_unknown_group_without_any_node_groups_says_only_the_reserved_ones_exist() -> None:
+    found = problems(
+        cluster(component_placement={"actor": {"node_group": "gpu", "placement": "0-3"}})
+    )
+    assert found["cluster.component_placement.actor.node_group"] == (
+        "'gpu' is not a defined node group: no node_groups are defined, so only the reserved "
+        "'cluster' and 'node' exist"
+    )
+
+
 def test_reserved_env_var_is_reported_when_the_env_configs_ranks_are_broken() -> None:
     env = {"node_ranks": 7, "env_vars": [{"RANK": 1}]}
     found = problems(

@@ -200,10 +200,12 @@ def _check_labels(facts: ConfigFacts) -> Iterable[Issue]:
 def unknown_group_message(label: str, defined: Sequence[str]) -> str:
     """The message for a ``node_group`` that names no group, listing the defined ones."""
     own = [d for d in dict.fromkeys(defined) if d not in RESERVED_LABELS]
-    listed = f"the defined groups are {', '.join(own)}" if own else "no node groups are defined"
-    return (
-        f"{label!r} is not a defined node group: {listed}, plus the reserved 'cluster' and "
-        f"'node'{did_you_mean(label, (*own, *RESERVED_LABELS))}"
+    if own:
+        listed = f"the defined groups are {', '.join(own)}, plus the reserved 'cluster' and 'node'"
+    else:
+        listed = "no node_groups are defined, so only the reserved 'cluster' and 'node' exist"
+    return f"{label!r} is not a defined node group: {listed}" + did_you_mean(
+        label, (*own, *RESERVED_LABELS)
     )
 
 
