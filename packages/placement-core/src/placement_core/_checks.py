@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ._problems import did_you_mean
-from .env import RESERVED_ENV_VARS
+from ._rule_grammar import parse_rule
+from ._vocab import RESERVED_ENV_VARS, RESERVED_LABELS
 from .errors import PlacementError, PlacementSyntaxError
 from .hardware import HardwareConfig
 from .ranks import format_rank_list
@@ -31,8 +32,6 @@ __all__ = [
     "rule_syntax_error",
     "unknown_group_message",
 ]
-
-RESERVED_LABELS = ("cluster", "node")
 
 Issue = tuple[str, str, object]
 
@@ -332,20 +331,11 @@ def _check_inventory(facts: ConfigFacts) -> Iterable[Issue]:
 
 
 def rule_syntax_error(text: str) -> str | None:
-    """The syntax error of a placement rule, with a caret line, or None when it parses.
-
-    Uses :func:`placement_core.rules.parse_rule` when that module is available.
-    """
-    try:
-        from .rules import parse_rule
-    except ImportError:
-        return None
+    """The syntax error of a placement rule, with a caret line, or None when it parses."""
     try:
         parse_rule(text)
     except PlacementSyntaxError as error:
-        start, end = error.span
-        caret = " " * start + "^" * max(1, end - start)
-        return f"{error.reason}\n    {error.source}\n    {caret}"
+        return error.excerpt
     except PlacementError as error:
         return error.reason
     return None

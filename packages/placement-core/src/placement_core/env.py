@@ -1,12 +1,7 @@
-"""The environment of a worker (SPEC 8) and the per-vendor visibility table.
+"""The environment of a worker (SPEC 8).
 
-Each accelerator type hides the other devices of a node with its own variable; Ray sets
-that variable itself unless the matching ``RAY_EXPERIMENTAL_NOSET_*`` variable is set,
-so the planner sets both. The names follow Ray's accelerator managers
-(``ray/_private/accelerators/*.py``). Intel is special: ``ONEAPI_DEVICE_SELECTOR`` takes
-a backend-qualified list (``level_zero:0,1``), and Ray 2.5x/2.6x masks Intel GPUs with
-``ZE_AFFINITY_MASK`` instead (older Ray used the selector), so both of Ray's opt-outs are
-set.
+The per-vendor visibility table and the reserved variable names live in
+:mod:`placement_core._vocab` (config validation reads them too) and are re-exported here.
 
 A process placed on non-accelerator hardware (a robot arm) also gets its device's type
 and config entry, so the controller knows which robot it drives.
@@ -15,11 +10,18 @@ and config entry, so the controller knows which robot it drives.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from types import MappingProxyType
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._vocab import (
+    HARDWARE_CONFIG_ENV,
+    HARDWARE_ENV_VARS,
+    HARDWARE_TYPE_ENV,
+    RANK_ENV_VARS,
+    RESERVED_ENV_VARS,
+    VISIBILITY_ENV_VARS,
+    Visibility,
+)
 from .errors import PlacementRuleError
 from .records import Placement
 
@@ -36,74 +38,6 @@ __all__ = [
     "visibility_env",
     "worker_env",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Visibility:
-    """How one accelerator type is hidden from a process.
-
-    Attributes:
-        env_var: The variable listing the visible devices.
-        noset_env_vars: Variables that stop Ray from overwriting it.
-        prefix: Text before the comma-separated ids (``level_zero:`` for Intel).
-    """
-
-    env_var: str
-    noset_env_vars: tuple[str, ...]
-    prefix: str = ""
-
-    def value(self, ids: Iterable[int]) -> str:
-        """The variable's value for the given node-local device ids."""
-        return self.prefix + ",".join(str(i) for i in ids)
-
-
-_CUDA = Visibility("CUDA_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES",))
-
-#: Accelerator type -> how to set its visible devices.
-VISIBILITY_ENV_VARS: Mapping[str, Visibility] = MappingProxyType(
-    {
-        "nvidia": _CUDA,
-        "kunlun": _CUDA,
-        "amd": Visibility("HIP_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES",)),
-        "ascend": Visibility(
-            "ASCEND_RT_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",)
-        ),
-        "intel": Visibility(
-            "ONEAPI_DEVICE_SELECTOR",
-            (
-                "RAY_EXPERIMENTAL_NOSET_ONEAPI_DEVICE_SELECTOR",
-                "RAY_EXPERIMENTAL_NOSET_ZE_AFFINITY_MASK",
-            ),
-            prefix="level_zero:",
-        ),
-        "musa": Visibility(
-            "MUSA_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_MUSA_VISIBLE_DEVICES",)
-        ),
-    }
-)
-
-#: Rank and rendezvous variables every worker gets.
-RANK_ENV_VARS: frozenset[str] = frozenset(
-    {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK"}
-    | {"MASTER_ADDR", "MASTER_PORT"}
-)
-
-#: The hardware type (``Franka``) of a process placed on hardware.
-HARDWARE_TYPE_ENV = "PLACEMENT_HARDWARE_TYPE"
-#: The JSON of the device's config entry (a JSON list when the process has several).
-HARDWARE_CONFIG_ENV = "PLACEMENT_HARDWARE_CONFIG"
-HARDWARE_ENV_VARS: frozenset[str] = frozenset({HARDWARE_TYPE_ENV, HARDWARE_CONFIG_ENV})
-
-#: Variables the planner owns; user ``env_vars`` may not set them.
-RESERVED_ENV_VARS: frozenset[str] = (
-    RANK_ENV_VARS
-    | HARDWARE_ENV_VARS
-    | frozenset(
-        name
-        for visibility in VISIBILITY_ENV_VARS.values()
-        for name in (visibility.env_var, *visibility.noset_env_vars)
-    )
-)
 
 
 def hardware_env(hardware_type: str, configs: Sequence[Mapping[str, Any]]) -> dict[str, str]:

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ._tokens import caret_block
+
 __all__ = [
     "ConfigError",
     "InventoryError",
@@ -111,10 +113,13 @@ class PlacementSyntaxError(PlacementError, ValueError):
         super().__init__(reason, path=path)
 
     def _render(self) -> str:
-        start, end = self.span
-        caret = " " * start + "^" * max(1, end - start)
         head = f"{self.path}: {self.reason}" if self.path else self.reason
-        return f"{head}\n    {self.source}\n    {caret}"
+        return caret_block(head, self.source, self.span)
+
+    @property
+    def excerpt(self) -> str:
+        """The reason, then the source with a caret under the span (no path prefix)."""
+        return caret_block(self.reason, self.source, self.span)
 
 
 class PlacementRuleError(PlacementError, ValueError):

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
+from ._scalars import is_int
+from ._tokens import RANK_TOKEN
 from .errors import PlacementRuleError, PlacementSyntaxError
 
 __all__ = ["format_rank_list", "parse_rank_list"]
-
-_ITEM = re.compile(r"\s*(?:(?P<all>[aA][lL][lL])|(?P<lo>[0-9]+)(?:\s*-\s*(?P<hi>[0-9]+))?)\s*\Z")
 
 
 def parse_rank_list(
@@ -45,7 +44,7 @@ def parse_rank_list(
     (5, 1, 2)
     """
     ranks: list[int] = []
-    if isinstance(value, bool) or not isinstance(value, int | str | list | tuple):
+    if not (is_int(value) or isinstance(value, str | list | tuple)):
         raise PlacementRuleError(
             f"expected a rank list such as '0-3,5', an int or a list of them, "
             f"got {type(value).__name__} {value!r}",
@@ -58,7 +57,7 @@ def parse_rank_list(
     else:
         for i, element in enumerate(value):
             where = f"{path}[{i}]" if path else f"[{i}]"
-            if isinstance(element, bool) or not isinstance(element, int | str):
+            if not (is_int(element) or isinstance(element, str)):
                 raise PlacementRuleError(
                     f"expected an int or a range string such as '4-7', "
                     f"got {type(element).__name__} {element!r}",
@@ -114,7 +113,7 @@ def _parse_text(text: str, available: Sequence[int] | None, path: str | None) ->
         offset = end + 1
         if not item.strip():
             continue
-        match = _ITEM.match(item)
+        match = RANK_TOKEN.match(item)
         if match is None:
             lead = len(item) - len(item.lstrip())
             span = (start + lead, start + len(item.rstrip()))

@@ -1,0 +1,110 @@
+"""Loading a cluster config: find the ``cluster:`` section, validate, report every problem.
+
+Checks run in two passes: field-level checks (types, unknown keys, rank lists, rule syntax,
+one node group's own consistency) over the whole document, then the rules that relate
+different parts of the config (unique labels, known groups, env vars per node, ...). When
+the first pass fails, the second still runs on whatever parts are valid
+(:func:`placement_core._raw_facts.raw_facts`), so a broken field does not hide problems
+elsewhere, and a rule whose own inputs are broken is skipped rather than reported twice.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from ._checks import cross_check
+from ._fields import ALL_UNRESOLVED
+from ._models import ClusterConfig
+from ._problems import problems_from_validation_error
+from ._raw_facts import raw_facts
+from ._vocab import ROOT_KEY as ROOT
+from ._yamlio import plain, read_document
+from .errors import ConfigError, Problem
+
+__all__ = ["load_config"]
+
+
+def _cluster_section(document: Any, name: str) -> Mapping[str, Any]:
+    if isinstance(document, str) and name == "<string>":
+        raise ConfigError(
+            [
+                Problem(
+                    name,
+                    f"expected YAML with a top-level 'cluster:' key, got the text {document!r} "
+                    "(if it is a file path: no such file)",
+                )
+            ]
+        )
+    if not isinstance(document, Mapping):
+        shown = "an empty document" if document is None else type(document).__name__
+        raise ConfigError(
+            [Problem(name, f"expected a mapping with a top-level 'cluster:' key, got {shown}")]
+        )
+    if ROOT in document:
+        section = document[ROOT]
+        if not isinstance(section, Mapping):
+            raise ConfigError([Problem(ROOT, "expected a mapping", section)])
+        return section
+    if any(key in ClusterConfig.model_fields for key in document):
+        return document
+    raise ConfigError(
+        [
+            Problem(
+                ROOT,
+                "missing: the config needs a top-level 'cluster:' key "
+                f"(found keys: {', '.join(map(str, document)) or 'none'})",
+            )
+        ]
+    )
+
+
+def load_config(
+    source: str | os.PathLike[str] | Mapping[str, Any] | ClusterConfig,
+) -> ClusterConfig:
+    """Load and check a cluster config.
+
+    Args:
+        source: A path to a YAML file, YAML text, a mapping (e.g. a Hydra/OmegaConf
+            config) or an already built :class:`ClusterConfig` (returned as is). The
+            document has a top-level ``cluster:`` key (other top-level keys belong to the
+            rest of the job's config and are left alone); a mapping that is the cluster
+            section itself is accepted too.
+
+    Returns:
+        The frozen, checked config.
+
+    Raises:
+        ConfigError: The file cannot be read, the YAML does not parse, or the config
+            breaks any rule of SPEC 3; ``problems`` lists every problem found, each with
+            its YAML path, the offending value and the rule.
+    """
+    if isinstance(source, ClusterConfig):
+        return source
+    if isinstance(source, Mapping):
+        document, name = plain(source), "<mapping>"
+    else:
+        document, name = read_document(source)
+    section = _cluster_section(document, name)
+    num_nodes = section.get("num_nodes")
+    # num_nodes: None tells node_ranks that `all` has no set to expand to, for now.
+    context = {"num_nodes": num_nodes if type(num_nodes) is int and num_nodes > 0 else None}
+    try:
+        return ClusterConfig.model_validate(section, context=context)
+    except ValidationError as error:
+        problems = [
+            problem
+            for problem in problems_from_validation_error(error, ClusterConfig)
+            if problem.message != ALL_UNRESOLVED
+        ]
+    # The config is broken somewhere: still run every cross-part rule whose inputs are valid.
+    seen = {(p.path, p.message) for p in problems}
+    for suffix, message, value in cross_check(raw_facts(section, context), groups=True):
+        problem = Problem(f"{ROOT}{suffix}", message, value)
+        if (problem.path, problem.message) not in seen:
+            seen.add((problem.path, problem.message))
+            problems.append(problem)
+    raise ConfigError(problems)

@@ -1,0 +1,60 @@
+"""The JSON Schema of a config document, from the models plus the YAML spellings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._models import ClusterConfig
+from ._vocab import ROOT_KEY as ROOT
+from .hardware import hardware_model, registered_hardware
+
+__all__ = ["config_json_schema"]
+
+
+def config_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a config document (a top-level ``cluster:`` mapping).
+
+    Hardware configs list every registered hardware type's fields.
+    """
+    schema = ClusterConfig.model_json_schema(mode="validation")
+    defs = schema.setdefault("$defs", {})
+    rule = defs["ComponentRule"]
+    rule["properties"].pop("key", None)
+    rule["properties"]["node_group"] = {
+        "description": "a group label, 'a800,4090', or a list of labels (default: cluster)",
+        "anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "array"}],
+    }
+    rule["properties"].pop("node_groups", None)
+    rule["required"] = [r for r in rule.get("required", []) if r != "key"]
+    schema["properties"]["component_placement"] = {
+        "description": "component name(s) -> rule; 'actor,inference' places both",
+        "type": "object",
+        "additionalProperties": {
+            "anyOf": [
+                {"type": "string", "description": "short form: a rule on the cluster group"},
+                {"type": "integer", "minimum": 0},
+                {"$ref": "#/$defs/ComponentRule"},
+            ]
+        },
+    }
+    for group in ("HardwareSpec",):
+        refs = []
+        for name in registered_hardware():
+            model = hardware_model(name)
+            if model is None:
+                continue
+            sub = model.model_json_schema(ref_template="#/$defs/{model}")
+            defs.update(sub.pop("$defs", {}))
+            defs[model.__name__] = sub
+            refs.append({"$ref": f"#/$defs/{model.__name__}"})
+        defs[group]["properties"]["type"] = {"enum": list(registered_hardware())}
+        defs[group]["properties"]["configs"] = {"type": "array", "items": {"anyOf": refs}}
+    defs.pop("HardwareConfig", None)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "placement cluster config",
+        "type": "object",
+        "properties": {ROOT: {"$ref": "#/$defs/ClusterConfig"}},
+        "required": [ROOT],
+        "$defs": {**defs, "ClusterConfig": {k: v for k, v in schema.items() if k != "$defs"}},
+    }
