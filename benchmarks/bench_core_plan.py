@@ -63,7 +63,7 @@ def _setup(num_nodes: int) -> tuple[Any, Any]:
 def time_sizes(sizes: list[int], repeats: int) -> dict[int, dict[str, Any]]:
     """Time ``plan()`` for every size in one process, sizes interleaved round by round, so
     load on the machine hits every size alike and the growth ratio is side by side."""
-    from placement_core.plan import plan
+    from placement_core import plan
 
     setups = {size: _setup(size) for size in sizes}
     times: dict[int, list[float]] = {size: [] for size in sizes}
@@ -94,7 +94,7 @@ def time_sizes(sizes: list[int], repeats: int) -> dict[int, dict[str, Any]]:
 def measure_memory(num_nodes: int) -> dict[str, Any]:
     """Peak RSS of a process that plans once, then the peak Python memory of one
     ``plan()`` under tracemalloc (traced separately: tracing inflates the RSS)."""
-    from placement_core.plan import plan
+    from placement_core import plan
 
     config, inventory = _setup(num_nodes)
     result = plan(config, inventory)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from placement_core import plan
 from placement_core.config import load_config
 from placement_core.env import (
     HARDWARE_CONFIG_ENV,
@@ -16,7 +17,6 @@ from placement_core.env import (
 )
 from placement_core.errors import ConfigError
 from placement_core.inventory import Inventory
-from placement_core.plan import plan
 from placement_core.render.json import plan_to_dict
 
 ARM_0 = {"robot_ip": "10.0.0.1", "node_rank": 1, "camera_serials": [322142001230]}

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from placement_core import Plan, plan
 from placement_core.config import load_config
 from placement_core.errors import (
     ConfigError,
@@ -18,7 +19,6 @@ from placement_core.errors import (
     PlacementSyntaxError,
 )
 from placement_core.inventory import Accelerator, Inventory, Node
-from placement_core.plan import Plan, plan
 
 
 def cluster(num_nodes: int, placement: dict[str, Any], **extra: Any) -> dict[str, Any]:

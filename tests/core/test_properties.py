@@ -8,10 +8,10 @@ from collections import defaultdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from placement_core import plan
 from placement_core.config import load_config
 from placement_core.errors import PlacementRuleError
 from placement_core.inventory import Accelerator, Inventory, Node
-from placement_core.plan import plan
 from placement_core.ranks import format_rank_list, parse_rank_list
 from placement_core.records import Placement, build_placements
 from placement_core.rules import parse_rule, resolve_rule

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from placement_core import plan
 from placement_core.cli import main
-from placement_core.plan import plan
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

@@ -66,31 +66,49 @@ def test_built_placements_are_real_placements_equal_to_constructed_ones() -> Non
     assert dataclasses.asdict(built)["hardware_ranks"] == (2, 3)
 
 
-def test_builder_restores_the_garbage_collector() -> None:
+def _build(num_nodes: int, *, pause_gc: bool) -> tuple[Placement, ...]:
+    inventory = Inventory.uniform(num_nodes, 8)
+    entries = resolve_rule(parse_rule("all"), build_space(inventory, None, "cluster"))
+    return build_placements(entries, inventory, pause_gc=pause_gc)
+
+
+def test_builder_leaves_the_garbage_collector_alone_by_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    touched: list[str] = []
+    for name in ("disable", "enable", "freeze", "unfreeze"):
+        monkeypatch.setattr(gc, name, lambda name=name: touched.append(name))
+    _build(2, pause_gc=False)
+    assert touched == []
+
+
+def test_paused_builder_restores_the_garbage_collector() -> None:
     assert gc.isenabled()
-    packed(0, 7).place(Inventory.uniform(1, 8))
+    _build(1, pause_gc=True)
     assert gc.isenabled()
+
+
+def test_paused_builder_leaves_a_disabled_collector_disabled() -> None:
     gc.disable()
     try:
-        packed(0, 7).place(Inventory.uniform(1, 8))
+        _build(1, pause_gc=True)
         assert not gc.isenabled()
     finally:
         gc.enable()
 
 
-def test_new_records_skip_the_young_generations() -> None:
-    placements = packed(0, 799).place(Inventory.uniform(100, 8))
-    assert len(placements) == 800
+def test_paused_builder_moves_new_records_past_the_young_generations() -> None:
+    assert len(_build(100, pause_gc=True)) == 800
     assert gc.isenabled()
     assert gc.get_count()[0] < 700  # no young collection is owed for the new records
     assert gc.get_freeze_count() == 0
 
 
-def test_builder_leaves_a_process_frozen_generation_alone() -> None:
+def test_paused_builder_leaves_a_process_frozen_generation_alone() -> None:
     gc.freeze()
     try:
         frozen = gc.get_freeze_count()
-        packed(0, 7).place(Inventory.uniform(1, 8))
+        _build(1, pause_gc=True)
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from placement_core.plan import Plan, plan
+from placement_core import Plan, plan
 from placement_core.render import plan_to_dict, render_json, render_map, render_table
 
 GOLDEN = Path(__file__).parent / "golden"

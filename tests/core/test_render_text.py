@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from placement_core import plan
 from placement_core.inventory import Accelerator, Inventory, Node
-from placement_core.plan import plan
 from placement_core.render import render_map, render_table
 from placement_core.render.map import component_codes
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
+from placement_core import Plan, plan
 from placement_core.config import load_config
 from placement_core.errors import ConfigError
 from placement_core.inventory import Inventory
-from placement_core.plan import Plan, plan
 from placement_core.strategies import flexible, packed
 
 # Seed 001 ("示例配置"), verbatim.

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from ray.util.placement_group import placement_group_table
 
+from placement_core import plan
 from placement_core.inventory import Accelerator, Inventory, Node
-from placement_core.plan import plan
 from placement_ray.cluster import Cluster
 from placement_ray.colocation import (
     GpuShare,

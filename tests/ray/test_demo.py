@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from placement_core import plan
 from placement_core.inventory import Inventory
-from placement_core.plan import plan
 from placement_ray.demo.run import GPUS_PER_NODE, NUM_NODES, Checks, _examples_dir
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

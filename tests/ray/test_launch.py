@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from ray.util.placement_group import placement_group_table
 
-from placement_core.plan import plan
+from placement_core import plan
 from placement_ray.cluster import Cluster
 from placement_ray.demo.workers import DemoWorker
 from placement_ray.errors import ArgumentError, InterpreterError, WorkerCallError

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 
+from ._plan import NodeOccupancy, Occupancy, Plan, plan
 from ._version import __version__
 from .config import (
     AcceleratorSpec,
@@ -44,7 +45,6 @@ from .errors import (
 )
 from .hardware import FrankaConfig, HardwareConfig, register_hardware, registered_hardware
 from .inventory import Accelerator, HardwareDevice, Inventory, Node
-from .plan import NodeOccupancy, Occupancy, Plan, plan
 from .ranks import format_rank_list, parse_rank_list
 from .records import Placement
 from .rules import parse_rule

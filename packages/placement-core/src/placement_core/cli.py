@@ -23,12 +23,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from ._plan import Plan, plan
 from ._version import __version__
 from ._yamlio import line_of, yaml_lines
 from .config import ClusterConfig, config_json_schema, load_config
 from .errors import ConfigError, PlacementError
 from .inventory import MAX_ACCELERATORS_PER_NODE
-from .plan import Plan, plan
 from .render import render_json, render_map, render_table
 from .render._text import plural
 from .sources import inventory_for

@@ -19,7 +19,7 @@ kept and replayed by ``__reduce__``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self, TypeVar
 
 from ._tokens import caret_block
 
@@ -53,8 +53,16 @@ class PlacementError(Exception):
         state = dict(self.__dict__.items())
         return (_rebuild, (type(self), state))
 
+    def with_path(self, path: str | None) -> Self:
+        """A copy of this error located at ``path``; every other attribute is kept
+        (a :class:`PlacementSyntaxError` keeps its source and span)."""
+        return _rebuild(type(self), {**self.__dict__, "path": path})
 
-def _rebuild(cls: type[PlacementError], state: dict[str, Any]) -> PlacementError:
+
+_E = TypeVar("_E", bound=PlacementError)
+
+
+def _rebuild(cls: type[_E], state: dict[str, Any]) -> _E:
     error = cls.__new__(cls)
     error.__dict__.update(state)
     Exception.__init__(error, error._render())

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from ._scalars import is_int
 from .errors import ConfigError, Problem
 
 __all__ = [
@@ -33,7 +34,7 @@ NodeRank = Annotated[int, Field(strict=True, ge=0)]
 
 def _serial(value: object) -> object:
     # Camera serials are digit strings that YAML reads as ints when left unquoted.
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    return str(value) if is_int(value) else value
 
 
 class HardwareConfig(BaseModel):

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._scalars import is_int
 from .errors import InventoryError
 
 __all__ = [
@@ -128,17 +129,12 @@ class Inventory:
         model: str | None = None,
     ) -> Inventory:
         """``num_nodes`` identical nodes with ``accelerators_per_node`` accelerators each."""
-        if (
-            isinstance(num_nodes, bool)
-            or not isinstance(num_nodes, int)
-            or not 1 <= num_nodes <= MAX_NODES
-        ):
+        if not is_int(num_nodes) or not 1 <= num_nodes <= MAX_NODES:
             raise InventoryError(
                 f"expected an int from 1 to {MAX_NODES}, got {num_nodes!r}", path="num_nodes"
             )
         if (
-            isinstance(accelerators_per_node, bool)
-            or not isinstance(accelerators_per_node, int)
+            not is_int(accelerators_per_node)
             or not 0 <= accelerators_per_node <= MAX_ACCELERATORS_PER_NODE
         ):
             raise InventoryError(

@@ -4,16 +4,17 @@ A :class:`Placement` is a frozen, slotted dataclass. Plans hold up to millions o
 so :func:`build_placements` avoids the dataclass ``__init__`` (one
 ``object.__setattr__`` per field): it fills a layout-identical mutable twin and then
 switches the object's class, builds the records of one node and group with ``map()``
-over ``repeat()`` (no bytecode loop per record), shares equal tuples between records,
-and pauses the cyclic garbage collector while it allocates (each collection would walk
-every record built so far). Together about 0.5 µs per record.
+over ``repeat()`` (no bytecode loop per record) and shares equal tuples between records.
+On request (``pause_gc=True``) it also pauses the cyclic garbage collector while it
+allocates (each collection would walk every record built so far); that touches the whole
+process, so it is off by default.
 """
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, fields
 from itertools import groupby, repeat
 from operator import itemgetter
@@ -22,7 +23,7 @@ from .inventory import Inventory
 from .rules import Entry
 from .spaces import SpaceKind
 
-__all__ = ["Placement", "build_placements", "gc_paused"]
+__all__ = ["Placement", "build_placements", "gc_paused", "gc_paused_if"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +148,11 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def gc_paused_if(pause: bool) -> AbstractContextManager[None]:
+    """:func:`gc_paused` when ``pause`` is true, else a context that does nothing."""
+    return gc_paused() if pause else nullcontext()
+
+
 def _segments(
     batch: list[Entry],
 ) -> Iterator[tuple[int, tuple[int, ...] | list[tuple[int, ...]]]]:
@@ -172,7 +178,11 @@ def _segments(
 
 
 def build_placements(
-    entries: Sequence[Entry], inventory: Inventory, *, isolate_accelerator: bool = True
+    entries: Sequence[Entry],
+    inventory: Inventory,
+    *,
+    isolate_accelerator: bool = True,
+    pause_gc: bool = False,
 ) -> tuple[Placement, ...]:
     """Turn resolved entries (rank order) into placement records.
 
@@ -181,6 +191,7 @@ def build_placements(
         inventory: The nodes the runs refer to.
         isolate_accelerator: Whether accelerator placements hide the node's other
             accelerators.
+        pause_gc: Build under :func:`gc_paused` (process-wide; see there).
 
     Returns:
         One placement per process, by rank; equal tuples are shared between records.
@@ -202,7 +213,7 @@ def build_placements(
     hardware_kind = SpaceKind.HARDWARE
     empty: tuple[int, ...] = ()
     rank = 0
-    with gc_paused():
+    with gc_paused_if(pause_gc):
         for run, batch in batches:
             node_rank = run.node_rank
             view = node_view.get(node_rank)

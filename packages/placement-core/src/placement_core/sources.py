@@ -30,11 +30,13 @@ import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._problems import problems_from_validation_error
+from ._scalars import is_int
+from ._vocab import AcceleratorType
 from .config import ClusterConfig
 from .errors import InventoryError
 from .inventory import MAX_ACCELERATORS_PER_NODE, Accelerator, HardwareDevice, Inventory, Node
@@ -66,7 +68,7 @@ class _Lenient(BaseModel):
 
 class _SnapshotAccelerator(_Lenient):
     index: _Count
-    type: Literal["nvidia", "amd", "ascend", "intel", "musa", "kunlun"]
+    type: AcceleratorType
     model: str | None = None
     uuid: str | None = None
     pci_bus_id: str | None = None
@@ -284,11 +286,7 @@ def inventory_from_config(config: ClusterConfig) -> Inventory | None:
 def _check_count(value: object) -> int | None:
     if value is None:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not 0 <= value <= MAX_ACCELERATORS_PER_NODE
-    ):
+    if not is_int(value) or not 0 <= value <= MAX_ACCELERATORS_PER_NODE:
         raise InventoryError(
             f"expected an integer from 0 to {MAX_ACCELERATORS_PER_NODE}, got {value!r}",
             path="accelerators_per_node",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
+from ._scalars import is_int
 from .errors import PlacementRuleError
 from .inventory import Inventory
 from .records import Placement, build_placements
@@ -39,7 +40,7 @@ __all__ = [
 
 
 def _check_int(value: object, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if not is_int(value) or value < minimum:
         raise PlacementRuleError(f"expected an int >= {minimum}, got {value!r}", path=name)
     return value
 

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from placement_core import Plan, plan
 from placement_core.config import ClusterConfig
 from placement_core.env import HARDWARE_CONFIG_ENV, HARDWARE_TYPE_ENV, visibility_env
-from placement_core.plan import Plan, plan
 from placement_core.records import Placement
 
 from .allocate import Worker, allocate, boot, check_interpreters, release

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from placement_core._plan import Plan
 from placement_core.inventory import Node
-from placement_core.plan import Plan
 from placement_core.ranks import format_rank_list
 
 

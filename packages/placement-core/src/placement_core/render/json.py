@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from placement_core._plan import Plan
 from placement_core.inventory import Node
-from placement_core.plan import Plan
 
 __all__ = ["JSON_SCHEMA_VERSION", "plan_to_dict", "render_json"]
 

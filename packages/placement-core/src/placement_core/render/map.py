@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from placement_core._plan import NodeOccupancy, Plan
 from placement_core.inventory import Node
-from placement_core.plan import NodeOccupancy, Plan
 from placement_core.ranks import format_rank_list
 
 from ._text import align, node_kind, summary, warnings_block

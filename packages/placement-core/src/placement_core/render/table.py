@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from placement_core.plan import Plan
+from placement_core._plan import Plan
 from placement_core.ranks import format_rank_list
 from placement_core.records import Placement
 

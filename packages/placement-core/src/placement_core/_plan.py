@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ._scalars import is_int
 from .config import ClusterConfig, ComponentRule, load_config
 from .env import worker_env
 from .errors import (
@@ -29,8 +30,9 @@ from .errors import (
 )
 from .inventory import Inventory
 from .ranks import format_rank_list
-from .records import Placement, build_placements, gc_paused
+from .records import Placement, build_placements, gc_paused_if
 from .rules import Entry, parse_rule, resolve_rule
+from .sources import attach_hardware, inventory_for
 from .spaces import ResourceSpace, SpaceKind, build_space
 
 __all__ = ["NodeOccupancy", "Occupancy", "Occupant", "Plan", "plan"]
@@ -120,7 +122,7 @@ class Plan:
             PlacementRuleError: No such component or rank.
         """
         placements = self.placements(component)
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < len(placements):
+        if not is_int(rank) or not 0 <= rank < len(placements):
             raise PlacementRuleError(
                 f"component {component!r} has ranks 0..{len(placements) - 1}, got {rank!r}",
                 path="rank",
@@ -210,6 +212,7 @@ def plan(
     inventory: Inventory | None = None,
     *,
     colocate: Iterable[Iterable[str]] = (),
+    pause_gc: bool = False,
 ) -> Plan:
     """Plan every component of a config.
 
@@ -220,6 +223,11 @@ def plan(
             (:func:`~placement_core.sources.inventory_for`). Hardware from the config's
             node groups is attached either way.
         colocate: Groups of component names allowed to share accelerators.
+        pause_gc: Pause the cyclic garbage collector while planning, then move the new
+            records straight to the oldest generation (``gc.freeze()``/``gc.unfreeze()``).
+            Faster for plans of hundreds of thousands of processes, but it acts on the
+            whole process (other threads allocate without collections meanwhile), so it
+            is off by default. The collector's previous state is restored.
 
     Returns:
         The plan.
@@ -230,8 +238,6 @@ def plan(
         PlacementSyntaxError: A rule does not parse.
         PlacementRuleError: A rule cannot be placed (the message names the rule's path).
     """
-    from .sources import attach_hardware, inventory_for
-
     if not isinstance(config, ClusterConfig):
         config = load_config(config)
     if inventory is None:
@@ -246,7 +252,7 @@ def plan(
     spaces: dict[tuple[str, ...], ResourceSpace] = {}
     components: dict[str, tuple[Placement, ...]] = {}
     resolved: list[tuple[ComponentRule, ResourceSpace, list[Entry]]] = []
-    with gc_paused():
+    with gc_paused_if(pause_gc):
         for key, rule in config.component_placement.items():
             placements, entries = _place_rule(key, rule, config, inventory, spaces)
             for name in rule.names:
@@ -270,7 +276,7 @@ def _place_rule(
         try:
             space = build_space(inventory, config, rule.node_groups, path=f"{base}.node_group")
         except (PlacementRuleError, InventoryError) as error:
-            raise type(error)(error.reason, path=f"{base}.node_group") from None
+            raise error.with_path(f"{base}.node_group") from None
         spaces[rule.node_groups] = space
     entries = resolve_rule(parsed, space, stride=rule.stride)
     return build_placements(entries, inventory), entries
