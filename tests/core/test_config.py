@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 from hypothesis import given
@@ -325,7 +326,6 @@ def test_yaml_lines_of_a_bare_cluster_section() -> None:
 
 
 def test_examples_satisfy_the_json_schema(examples: Path) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(config_json_schema())
     for path in sorted(examples.glob("*.yaml")):
         document = yaml.safe_load(path.read_text(encoding="utf-8"))

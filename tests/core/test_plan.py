@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import pickle
 from collections.abc import Callable
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import placement_core._plan as planner
 from placement_core import Plan, plan
 from placement_core.config import load_config
 from placement_core.errors import (
@@ -295,3 +297,30 @@ def test_short_form_yaml_rules(
     actor = plan(text, Inventory.uniform(nodes, 8)).components["actor"]
     assert [(p.node_rank, p.hardware_ranks) for p in actor] == expected
     assert {p.node_group for p in actor} == {"cluster"}
+
+
+# --- the garbage collector ---------------------------------------------------------------------
+
+
+def test_plan_leaves_the_garbage_collector_alone_by_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    touched: list[str] = []
+    for name in ("disable", "enable", "freeze", "unfreeze"):
+        monkeypatch.setattr(gc, name, lambda name=name: touched.append(name))
+    plan(cluster(2, {"actor": "all"}), Inventory.uniform(2, 8))
+    assert touched == []
+
+
+def test_plan_pauses_the_garbage_collector_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    place_rule = planner._place_rule
+    collector_on: list[bool] = []
+
+    def recording(*args: Any) -> Any:
+        collector_on.append(gc.isenabled())
+        return place_rule(*args)
+
+    monkeypatch.setattr(planner, "_place_rule", recording)
+    plan(cluster(1, {"actor": "all"}), Inventory.uniform(1, 8), pause_gc=True)
+    assert collector_on == [False]
+    assert gc.isenabled()
