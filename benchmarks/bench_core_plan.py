@@ -4,10 +4,13 @@ The config has an ``all``-GPU trainer, a strided rollout (4 GPUs per process, st
 over the same GPUs, and an agent component of 100 processes per node on the ``node``
 group: 110 placements per node (1.1 million at 10,000 nodes).
 
-Wall time: one process plans every size ``--repeats`` times, sizes interleaved round by
-round after one warm-up round, and reports the median (plus the best run and the median
-CPU time, steadier on a busy machine), so the 1k -> 10k growth ratio is measured side by
-side. Targets are judged on the median wall time. Memory: one fresh subprocess per size
+Wall time: one process plans every size ``--repeats`` times in both modes, the default
+(``plan()`` leaves the garbage collector alone) and the opt-in ``pause_gc=True`` (the
+collector is paused and the new records frozen into the oldest generation), sizes and
+modes interleaved round by round after one warm-up round. It reports the median (plus
+the best run and the median CPU time, steadier on a busy machine) per mode, so the cost
+of the default and the 1k -> 10k growth ratio are measured side by side. Targets are
+judged on the default's median wall time. Memory: one fresh subprocess per size
 plans once and reports its peak RSS (interpreter included), then plans again under
 tracemalloc for the peak Python memory of planning.
 
@@ -60,34 +63,39 @@ def _setup(num_nodes: int) -> tuple[Any, Any]:
     return load_config(bench_config(num_nodes)), Inventory.uniform(num_nodes, GPUS_PER_NODE)
 
 
-def time_sizes(sizes: list[int], repeats: int) -> dict[int, dict[str, Any]]:
-    """Time ``plan()`` for every size in one process, sizes interleaved round by round, so
-    load on the machine hits every size alike and the growth ratio is side by side."""
+MODES = {"default": False, "pause_gc": True}
+
+
+def time_sizes(sizes: list[int], repeats: int) -> dict[tuple[int, str], dict[str, Any]]:
+    """Time ``plan()`` for every size and mode in one process, interleaved round by round,
+    so load on the machine hits every size and mode alike."""
     from placement_core import plan
 
     setups = {size: _setup(size) for size in sizes}
-    times: dict[int, list[float]] = {size: [] for size in sizes}
-    cpu: dict[int, list[float]] = {size: [] for size in sizes}
+    runs = [(size, mode) for size in sizes for mode in MODES]
+    times: dict[tuple[int, str], list[float]] = {run: [] for run in runs}
+    cpu: dict[tuple[int, str], list[float]] = {run: [] for run in runs}
     placements: dict[int, int] = {}
-    for size in sizes:  # warm-up round, not timed
-        plan(*setups[size])
+    for size, mode in runs:  # warm-up round, not timed
+        plan(*setups[size], pause_gc=MODES[mode])
     for _ in range(repeats):
-        for size in sizes:
+        for size, mode in runs:
             start, start_cpu = time.perf_counter(), time.process_time()
-            result = plan(*setups[size])
-            times[size].append(time.perf_counter() - start)
-            cpu[size].append(time.process_time() - start_cpu)
+            result = plan(*setups[size], pause_gc=MODES[mode])
+            times[size, mode].append(time.perf_counter() - start)
+            cpu[size, mode].append(time.process_time() - start_cpu)
             placements[size] = sum(len(p) for p in result.components.values())
             del result
     return {
-        size: {
+        (size, mode): {
             "nodes": size,
+            "mode": mode,
             "placements": placements[size],
-            "median_s": statistics.median(times[size]),
-            "min_s": min(times[size]),
-            "cpu_s": statistics.median(cpu[size]),
+            "median_s": statistics.median(times[size, mode]),
+            "min_s": min(times[size, mode]),
+            "cpu_s": statistics.median(cpu[size, mode]),
         }
-        for size in sizes
+        for size, mode in runs
     }
 
 
@@ -127,21 +135,30 @@ def main() -> int:
         )
         rows.append(json.loads(out.stdout))
     timed = time_sizes(args.sizes, args.repeats)
-    rows = [{**timed[size], **row} for size, row in zip(args.sizes, rows, strict=True)]
+    memory = dict(zip(args.sizes, rows, strict=True))
     print(
-        f"placement-core plan(): median of {args.repeats} runs (sizes interleaved in one "
-        f"process); memory from one subprocess per size"
+        f"placement-core plan(): median of {args.repeats} runs (sizes and modes interleaved "
+        f"in one process); memory (default mode) from one subprocess per size"
     )
     print(
-        f"{'nodes x GPUs':>14} {'placements':>11} {'median s':>9} {'min s':>7} "
-        f"{'CPU s':>7} {'peak MiB':>9} {'max RSS MiB':>12}"
+        f"{'nodes x GPUs':>14} {'placements':>11} {'mode':>9} {'median s':>9} {'min s':>7} "
+        f"{'CPU s':>7} {'default/pause':>14} {'peak MiB':>9} {'max RSS MiB':>12}"
     )
-    for row in rows:
-        print(
-            f"{row['nodes']:>8} x {GPUS_PER_NODE:<3} {row['placements']:>11,} "
-            f"{row['median_s']:>9.3f} {row['min_s']:>7.3f} {row['cpu_s']:>7.3f} "
-            f"{row['peak_bytes'] / 2**20:>9.1f} {row['max_rss_bytes'] / 2**20:>12.1f}"
-        )
+    for size in args.sizes:
+        default, paused = timed[size, "default"], timed[size, "pause_gc"]
+        mem = memory[size]
+        for row in (default, paused):
+            extra = (
+                f"{default['median_s'] / paused['median_s']:>13.2f}x "
+                f"{mem['peak_bytes'] / 2**20:>9.1f} {mem['max_rss_bytes'] / 2**20:>12.1f}"
+                if row is default
+                else ""
+            )
+            print(
+                f"{size:>8} x {GPUS_PER_NODE:<3} {row['placements']:>11,} {row['mode']:>9} "
+                f"{row['median_s']:>9.3f} {row['min_s']:>7.3f} {row['cpu_s']:>7.3f} {extra}".rstrip()
+            )
+    rows = [{**timed[size, "default"], **memory[size]} for size in args.sizes]
     by_size = {row["nodes"]: row for row in rows}
     ok = True
     if 1000 in by_size and 10000 in by_size:
@@ -156,8 +173,11 @@ def main() -> int:
     if 10000 in by_size:
         big = by_size[10000]
         ok &= big["median_s"] < TARGET_SECONDS and big["peak_bytes"] < TARGET_BYTES
+        paused = timed[10000, "pause_gc"]
         print(
-            f"10k x 8: {big['median_s']:.3f} s (target < {TARGET_SECONDS:.0f} s), "
+            f"10k x 8: {big['median_s']:.3f} s by default (target < {TARGET_SECONDS:.0f} s), "
+            f"{paused['median_s']:.3f} s with pause_gc=True (the default costs "
+            f"{big['median_s'] - paused['median_s']:+.3f} s), "
             f"peak {big['peak_bytes'] / 2**20:.0f} MiB (target < 1024 MiB)"
         )
     print("targets met" if ok else "TARGETS MISSED")
