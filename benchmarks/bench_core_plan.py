@@ -154,10 +154,11 @@ def main() -> int:
                 if row is default
                 else ""
             )
-            print(
+            line = (
                 f"{size:>8} x {GPUS_PER_NODE:<3} {row['placements']:>11,} {row['mode']:>9} "
-                f"{row['median_s']:>9.3f} {row['min_s']:>7.3f} {row['cpu_s']:>7.3f} {extra}".rstrip()
+                f"{row['median_s']:>9.3f} {row['min_s']:>7.3f} {row['cpu_s']:>7.3f} {extra}"
             )
+            print(line.rstrip())
     rows = [{**timed[size, "default"], **memory[size]} for size in args.sizes]
     by_size = {row["nodes"]: row for row in rows}
     ok = True
