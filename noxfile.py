@@ -20,6 +20,7 @@ nox.options.sessions = [
     "tests_purepython",
     "core_alone",
     "examples",
+    "docs",
 ]
 
 PYTHON = "3.11"
@@ -39,6 +40,7 @@ PACKAGE_INSTALLS = {
     "e2e": [CORE, NATIVE, RAY],  # tests/e2e: the demo end to end (about 2 minutes)
 }
 SOURCES = ["noxfile.py", "packages", "tests", "benchmarks", "examples"]
+PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
 
 @nox.session(python=PYTHON)
@@ -124,6 +126,23 @@ def examples(session: nox.Session) -> None:
     for config in sorted((ROOT / "examples").glob("*.yaml")):
         session.run("placement", "validate", str(config))
         session.run("placement", "plan", str(config), "--format", "table")
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the documentation into site/ with MkDocs in strict mode (a broken link fails).
+
+    The API reference is read from the sources, so no package is installed here.
+    """
+    session.install(*nox.project.dependency_groups(PYPROJECT, "docs"))
+    session.run(
+        "mkdocs",
+        "build",
+        "--strict",
+        "--clean",
+        *session.posargs,
+        env={"NO_MKDOCS_2_WARNING": "1"},  # MkDocs 1.x's banner about its successor
+    )
 
 
 @nox.session(python=PYTHON)

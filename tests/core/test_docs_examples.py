@@ -1,0 +1,192 @@
+"""The documentation shows what really happens: its examples run, and the `placement`
+output it shows is what the command prints.
+
+Conventions of the pages under docs/ (kept in this one place):
+
+- ```` ```python ```` blocks of a page run in order in one namespace, from the repository
+  root. A block that needs Ray, a GPU or placement-native (which this suite does not
+  install) is preceded by ``<!-- docs: not run (REASON) -->``; the Ray suite covers what
+  such blocks show.
+- ```` ```pycon ```` blocks are doctests: each ``>>>`` line runs and prints exactly what
+  follows it.
+- In ```` ```console ```` blocks, every ``$ placement ...`` command runs (from a folder
+  holding a copy of examples/ and the page's declared files) and prints exactly the lines
+  that follow it. A line ``...`` stands for lines left out, which the page says in words.
+  ``$ cat FILE`` prints a declared file. Other commands (pip, nox, ray) are not run here.
+- A block preceded by ``<!-- docs: file NAME -->`` is written to NAME for the commands of
+  that page.
+"""
+
+from __future__ import annotations
+
+import doctest
+import re
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from placement_core.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = REPO / "docs"
+PAGES = sorted(DOCS.rglob("*.md"))
+
+# A fenced block, with the HTML comment (if any) on the line right before it.
+BLOCK = re.compile(
+    r"(?:^<!-- docs: (?P<marker>[^\n]*?) -->\n)?^(?P<indent>[ ]*)```(?P<lang>[\w-]*)[^\n]*\n"
+    r"(?P<body>.*?)^(?P=indent)```[ ]*$",
+    re.M | re.S,
+)
+NOT_RUN = re.compile(r"not run \((?P<reason>.+)\)")
+NEEDS_MORE_THAN_CORE = re.compile(r"\b(placement_native|placement_ray|ray)\b")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced code block of a docs page."""
+
+    page: Path
+    line: int
+    lang: str
+    body: str
+    marker: str | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(REPO)}:{self.line}"
+
+
+def blocks(page: Path) -> list[Block]:
+    """Every fenced block of ``page``, de-indented (blocks may sit in list items)."""
+    text = page.read_text(encoding="utf-8")
+    found = []
+    for match in BLOCK.finditer(text):
+        indent = len(match["indent"])
+        body = "".join(line[indent:] for line in match["body"].splitlines(keepends=True))
+        line = text.count("\n", 0, match.start("indent")) + 1
+        found.append(Block(page, line, match["lang"], body, match["marker"]))
+    return found
+
+
+ALL_BLOCKS = [block for page in PAGES for block in blocks(page)]
+
+
+def page_id(page: Path) -> str:
+    return str(page.relative_to(DOCS))
+
+
+def declared_files(page: Path) -> dict[str, str]:
+    """The files a page declares with ``<!-- docs: file NAME -->``."""
+    files = {}
+    for block in blocks(page):
+        if block.marker and block.marker.startswith("file "):
+            files[block.marker.removeprefix("file ").strip()] = block.body
+    return files
+
+
+def test_docs_have_pages() -> None:
+    assert DOCS / "index.md" in PAGES
+
+
+@pytest.mark.parametrize("block", ALL_BLOCKS, ids=lambda b: b.where)
+def test_markers_are_known(block: Block) -> None:
+    if block.marker is None:
+        return
+    assert NOT_RUN.fullmatch(block.marker) or block.marker.startswith("file "), (
+        f"{block.where}: unknown marker {block.marker!r}; "
+        "expected 'not run (REASON)' or 'file NAME'"
+    )
+
+
+@pytest.mark.parametrize(
+    "block",
+    [b for b in ALL_BLOCKS if b.lang == "python" and b.marker is None],
+    ids=lambda b: b.where,
+)
+def test_python_blocks_need_only_core(block: Block) -> None:
+    """A block that imports native or ray must say it is not run here, and why."""
+    assert not NEEDS_MORE_THAN_CORE.search(block.body), (
+        f"{block.where}: uses more than placement-core; mark it <!-- docs: not run (REASON) -->"
+    )
+
+
+PYTHON_PAGES = [p for p in PAGES if any(b.lang in ("python", "pycon") for b in blocks(p))]
+
+
+@pytest.mark.parametrize("page", PYTHON_PAGES, ids=page_id)
+def test_python_examples_run(page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    namespace: dict[str, object] = {"__name__": "__docs__"}
+    parser = doctest.DocTestParser()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    for block in blocks(page):
+        if block.marker is not None:
+            continue
+        if block.lang == "python":
+            code = compile(block.body, block.where, "exec")
+            exec(code, namespace)
+        elif block.lang == "pycon":
+            test = parser.get_doctest(block.body, namespace, block.where, str(page), block.line)
+            runner.run(test, clear_globs=False)
+            namespace.update(test.globs)  # DocTest works on a copy of the namespace
+    assert runner.failures == 0, f"{runner.failures} pycon example(s) failed in {page_id(page)}"
+
+
+def commands(page: Path) -> list[tuple[Block, list[str], list[str]]]:
+    """``(block, argv, expected lines)`` of every runnable command in console blocks."""
+    found = []
+    for block in blocks(page):
+        if block.lang != "console" or block.marker is not None:
+            continue
+        for chunk in re.split(r"^\$ ", block.body, flags=re.M)[1:]:
+            command, *output = chunk.rstrip("\n").split("\n")
+            argv = shlex.split(command, comments=True)
+            if argv and argv[0] in ("placement", "cat"):
+                found.append((block, argv, output))
+    return found
+
+
+ALL_COMMANDS = [c for page in PAGES for c in commands(page)]
+
+
+def matches(printed: list[str], expected: list[str]) -> bool:
+    """Whether ``printed`` is ``expected`` where each ``...`` line stands for any lines."""
+    pattern = "\n".join(
+        "(?:.*\n)*?" if line == "..." else re.escape(line) + "\n" for line in expected
+    )
+    return re.fullmatch(pattern, "".join(line + "\n" for line in printed)) is not None
+
+
+@pytest.mark.parametrize(
+    ("block", "argv", "expected"),
+    ALL_COMMANDS,
+    ids=[f"{b.where} {' '.join(a)[:40]}" for b, a, _ in ALL_COMMANDS],
+)
+def test_console_output_is_real(
+    block: Block,
+    argv: list[str],
+    expected: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    for name, text in declared_files(block.page).items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    if argv[0] == "cat":
+        printed = (tmp_path / argv[1]).read_text(encoding="utf-8").rstrip("\n").split("\n")
+    else:
+        main(argv[1:])
+        captured = capsys.readouterr()
+        printed = (captured.out + captured.err).rstrip("\n").split("\n")
+    printed = [line.rstrip() for line in printed]
+    expected = [line.rstrip() for line in expected]
+    if "..." not in expected:
+        assert printed == expected, block.where
+    else:
+        assert matches(printed, expected), f"{block.where}:\n" + "\n".join(printed)
