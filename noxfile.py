@@ -5,6 +5,10 @@
 
 from __future__ import annotations
 
+import datetime
+import os
+import platform
+import subprocess
 from pathlib import Path
 
 import nox
@@ -173,11 +177,26 @@ def bench(session: nox.Session) -> None:
     figures. Arguments after -- go to the core planning benchmark.
     """
     runs: list[tuple[str, str]] = []
+    failed: list[str] = []
+    env = {**os.environ, "PATH": f"{session.bin}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.update((k, v) for k, v in session.env.items() if v is not None)
 
     def bench_script(script: str, *args: str) -> None:
-        output = session.run("python", script, *args, silent=True)
-        print(output, end="")
-        runs.append((script, str(output)))
+        # Run directly (not session.run) to keep the output and the exit status both: a
+        # run that misses a target is recorded too, and fails the session at the end.
+        session.log(f"python {script} {' '.join(args)}".rstrip())
+        result = subprocess.run(
+            [str(Path(session.bin) / "python"), script, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+            env=env,
+        )
+        print(result.stdout, end="")
+        runs.append((script, result.stdout))
+        if result.returncode:
+            failed.append(f"{script} (exit {result.returncode})")
 
     session.install(CORE)
     bench_script("benchmarks/bench_core_plan.py", *session.posargs)
@@ -188,13 +207,12 @@ def bench(session: nox.Session) -> None:
     bench_script("benchmarks/bench_ray_probe.py")
     _write_bench_results(ROOT / "benchmarks" / "RESULTS.md", runs)
     session.log("wrote benchmarks/RESULTS.md")
+    if failed:
+        session.error(f"missed a target or failed: {', '.join(failed)}")
 
 
 def _write_bench_results(path: Path, runs: list[tuple[str, str]]) -> None:
     """The benchmark outputs, headed by the date and the machine they ran on."""
-    import datetime
-    import os
-    import platform
 
     memory = "unknown"
     meminfo = Path("/proc/meminfo")

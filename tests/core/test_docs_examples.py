@@ -23,11 +23,25 @@ import doctest
 import re
 import shlex
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
+from placement_core import (
+    Accelerator,
+    Inventory,
+    Node,
+    Placement,
+    PlacementError,
+    flexible,
+    format_rank_list,
+    node,
+    packed,
+    plan,
+)
 from placement_core.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -190,3 +204,124 @@ def test_console_output_is_real(
         assert printed == expected, block.where
     else:
         assert matches(printed, expected), f"{block.where}:\n" + "\n".join(printed)
+
+
+# ---------------------------------------------------------------- worked-example tables
+#
+# A table headed ``| rule | cluster | result |`` (a component_placement rule, as YAML) or
+# ``| call | cluster | result |`` (a strategy call) is checked row by row: the cluster is
+# ``N × G`` (N nodes of G accelerators) or ``nodes of 8,4``; the result is what
+# ``where()`` prints for the placements, or ``error: TEXT`` where TEXT is part of the
+# error message.
+
+RESULT_TABLE = re.compile(
+    r"^\| (?P<kind>rule|call) \| cluster \| result \|\n\|[-| ]+\|\n(?P<rows>(?:\|.*\|\n)+)",
+    re.M,
+)
+
+
+def inventory_of(text: str) -> Inventory:
+    """``2 × 8`` or ``nodes of 8,4`` as an inventory."""
+    if text.startswith("nodes of "):
+        counts = [int(c) for c in text.removeprefix("nodes of ").split(",")]
+    else:
+        num_nodes, per_node = (int(x) for x in text.split("×"))
+        counts = [per_node] * num_nodes
+    return Inventory(
+        tuple(
+            Node(rank, f"node-{rank}", accelerators=tuple(Accelerator(i) for i in range(count)))
+            for rank, count in enumerate(counts)
+        )
+    )
+
+
+def _span(first: int, last: int) -> str:
+    if first == last:
+        return str(first)
+    return f"{first},{last}" if last == first + 1 else f"{first}-{last}"
+
+
+def where(placements: Sequence[Placement]) -> str:
+    """Placements in the tables' words: ``0,1 → node 0 GPU 0; 2-5 → node 0 GPUs 1-4, one each``."""
+    shared: list[tuple[int, int, int, tuple[int, ...]]] = []  # first, last, node, ids
+    for p in placements:
+        if (
+            shared
+            and shared[-1][1] == p.rank - 1
+            and shared[-1][2:] == (p.node_rank, p.hardware_ranks)
+        ):
+            shared[-1] = (shared[-1][0], p.rank, p.node_rank, p.hardware_ranks)
+        else:
+            shared.append((p.rank, p.rank, p.node_rank, p.hardware_ranks))
+    runs: list[tuple[int, int, int, tuple[int, ...], bool]] = []  # ..., one each
+    for first, last, node_rank, ids in shared:
+        if runs:
+            a, b, n, seen, _ = runs[-1]
+            single = first == last and len(ids) == 1
+            if (
+                single
+                and b - a + 1 == len(seen)
+                and (n, b + 1, seen[-1] + 1) == (node_rank, first, ids[0])
+            ):
+                runs[-1] = (a, last, n, (*seen, ids[0]), True)
+                continue
+        runs.append((first, last, node_rank, ids, False))
+    parts = []
+    for first, last, node_rank, ids, one_each in runs:
+        what = f"node {node_rank}"
+        if ids:
+            what += f" {'GPU' if len(ids) == 1 else 'GPUs'} {format_rank_list(ids)}"
+            what += ", one each" if one_each else ""
+        parts.append(f"{_span(first, last)} → {what}")
+    return "; ".join(parts)
+
+
+def outcome(kind: str, code: str, cluster: str) -> str:
+    """What a table row's rule or call gives on its cluster."""
+    inventory = inventory_of(cluster)
+    try:
+        if kind == "rule":
+            rule = yaml.safe_load(code)
+            component_placement = {"a": rule}
+            config = {
+                "cluster": {
+                    "num_nodes": inventory.num_nodes,
+                    "component_placement": component_placement,
+                }
+            }
+            placements = plan(config, inventory).components["a"]
+        else:
+            strategy = eval(code, {"packed": packed, "flexible": flexible, "node": node})
+            placements = strategy.place(inventory)
+    except PlacementError as error:
+        return f"error: {error}"
+    return where(placements)
+
+
+def table_rows(page: Path) -> list[tuple[str, str, str, str]]:
+    text = page.read_text(encoding="utf-8")
+    found = []
+    for table in RESULT_TABLE.finditer(text):
+        for row in table["rows"].splitlines():
+            cells = [cell.strip().strip("`") for cell in row.strip().strip("|").split(" | ")]
+            found.append((table["kind"], *cells))  # type: ignore[arg-type]
+    return found
+
+
+ALL_ROWS = [(page, *row) for page in PAGES for row in table_rows(page)]
+
+
+@pytest.mark.parametrize(
+    ("page", "kind", "code", "cluster", "result"),
+    ALL_ROWS,
+    ids=[f"{page_id(r[0])} {r[2]} on {r[3]}" for r in ALL_ROWS],
+)
+def test_worked_example_tables_are_right(
+    page: Path, kind: str, code: str, cluster: str, result: str
+) -> None:
+    got = outcome(kind, code, cluster)
+    if result.startswith("error: "):
+        assert got.startswith("error: "), got
+        assert result.removeprefix("error: ") in got
+    else:
+        assert got == result
