@@ -5,6 +5,10 @@
 
 from __future__ import annotations
 
+import datetime
+import os
+import platform
+import subprocess
 from pathlib import Path
 
 import nox
@@ -20,6 +24,7 @@ nox.options.sessions = [
     "tests_purepython",
     "core_alone",
     "examples",
+    "docs",
 ]
 
 PYTHON = "3.11"
@@ -39,6 +44,7 @@ PACKAGE_INSTALLS = {
     "e2e": [CORE, NATIVE, RAY],  # tests/e2e: the demo end to end (about 2 minutes)
 }
 SOURCES = ["noxfile.py", "packages", "tests", "benchmarks", "examples"]
+PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
 
 @nox.session(python=PYTHON)
@@ -74,7 +80,10 @@ def tests(session: nox.Session, package: str) -> None:
         session.install(path)
     if NATIVE in PACKAGE_INSTALLS[package]:
         _require_native_extension(session)
-    session.run("pytest", f"tests/{package}", *session.posargs)
+    # With a selection (`nox -s tests -- -k order`), a package with no matching test is
+    # not a failure: pytest exits 5, "no tests collected".
+    success = [0, 5] if session.posargs else [0]
+    session.run("pytest", f"tests/{package}", *session.posargs, success_codes=success)
 
 
 def _require_native_extension(session: nox.Session) -> None:
@@ -94,7 +103,11 @@ def tests_purepython(session: nox.Session) -> None:
     """Run tests/native with the pure-Python (nvidia-ml-py) backend forced."""
     session.install(*TEST_DEPS, NATIVE, CORE)
     session.run(
-        "pytest", "tests/native", *session.posargs, env={"PLACEMENT_NATIVE_PUREPYTHON": "1"}
+        "pytest",
+        "tests/native",
+        *session.posargs,
+        env={"PLACEMENT_NATIVE_PUREPYTHON": "1"},
+        success_codes=[0, 5] if session.posargs else [0],
     )
 
 
@@ -127,6 +140,23 @@ def examples(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the documentation into site/ with MkDocs in strict mode (a broken link fails).
+
+    The API reference is read from the sources, so no package is installed here.
+    """
+    session.install(*nox.project.dependency_groups(PYPROJECT, "docs"))
+    session.run(
+        "mkdocs",
+        "build",
+        "--strict",
+        "--clean",
+        *session.posargs,
+        env={"NO_MKDOCS_2_WARNING": "1"},  # MkDocs 1.x's banner about its successor
+    )
+
+
+@nox.session(python=PYTHON)
 def demo(session: nox.Session) -> None:
     """The README's main command: plans made real on a simulated 4-node x 8-GPU Ray cluster."""
     session.install(CORE, NATIVE, RAY)
@@ -141,14 +171,67 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Run the benchmarks and print tables of timings and ratios."""
+    """Run the benchmarks, print their tables and write them to benchmarks/RESULTS.md.
+
+    The READMEs quote that file, so one run (dated, with its machine) is the one set of
+    figures. Arguments after -- go to the core planning benchmark.
+    """
+    runs: list[tuple[str, str]] = []
+    failed: list[str] = []
+    env = {**os.environ, "PATH": f"{session.bin}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.update((k, v) for k, v in session.env.items() if v is not None)
+
+    def bench_script(script: str, *args: str) -> None:
+        # Run directly (not session.run) to keep the output and the exit status both: a
+        # run that misses a target is recorded too, and fails the session at the end.
+        session.log(f"python {script} {' '.join(args)}".rstrip())
+        result = subprocess.run(
+            [str(Path(session.bin) / "python"), script, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+            env=env,
+        )
+        print(result.stdout, end="")
+        runs.append((script, result.stdout))
+        if result.returncode:
+            failed.append(f"{script} (exit {result.returncode})")
+
     session.install(CORE)
-    session.run("python", "benchmarks/bench_core_plan.py", *session.posargs)
+    bench_script("benchmarks/bench_core_plan.py", *session.posargs)
     session.install(NATIVE, env={"PLACEMENT_NATIVE_REQUIRE_EXTENSION": "1"})
-    session.run("python", "benchmarks/bench_native_snapshot.py")
-    session.run("python", "benchmarks/bench_native_ports.py")
+    bench_script("benchmarks/bench_native_snapshot.py")
+    bench_script("benchmarks/bench_native_ports.py")
     session.install(RAY)
-    session.run("python", "benchmarks/bench_ray_probe.py")
+    bench_script("benchmarks/bench_ray_probe.py")
+    _write_bench_results(ROOT / "benchmarks" / "RESULTS.md", runs)
+    session.log("wrote benchmarks/RESULTS.md")
+    if failed:
+        session.error(f"missed a target or failed: {', '.join(failed)}")
+
+
+def _write_bench_results(path: Path, runs: list[tuple[str, str]]) -> None:
+    """The benchmark outputs, headed by the date and the machine they ran on."""
+
+    memory = "unknown"
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        kib = int(meminfo.read_text().split("MemTotal:")[1].split()[0])
+        memory = f"{kib / 2**20:.0f} GiB"
+    lines = [
+        "# Benchmark results",
+        "",
+        "Written by `nox -s bench`; the READMEs quote this run.",
+        "",
+        f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
+        f"- machine: {platform.machine()}, {os.cpu_count()} CPUs, {memory} memory, "
+        f"{platform.system()} {platform.release()}",
+        f"- Python {platform.python_version()}",
+    ]
+    for script, output in runs:
+        lines += ["", f"## `{script}`", "", "```text", output.rstrip("\n"), "```"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 @nox.session(python=PYTHON)

@@ -91,6 +91,31 @@ def test_plan_with_snapshots(run: Run, write_file: Callable[[str, str], Path]) -
     assert [p["node_rank"] for p in placements] == [0, 0, 0, 0, 1, 1]
 
 
+def test_plan_with_too_few_snapshots_exits_1_naming_the_nodes(
+    run: Run, write_file: Callable[[str, str], Path]
+) -> None:
+    config = write_file("c.yaml", "cluster:\n  num_nodes: 3\n  component_placement: {a: 0}\n")
+    document = {"schema": 1, "accelerators": [{"index": 0, "type": "nvidia"}]}
+    snapshot = str(write_file("n0.json", json.dumps(document)))
+    status, out, err = run("plan", str(config), "--inventory", snapshot)
+    assert (status, out) == (1, "")
+    assert "no snapshot for node(s) 1-2" in err
+    assert "--allow-missing-snapshots" in err
+
+
+def test_plan_with_too_few_snapshots_when_allowed(
+    run: Run, write_file: Callable[[str, str], Path]
+) -> None:
+    config = write_file("c.yaml", "cluster:\n  num_nodes: 3\n  component_placement: {a: 0}\n")
+    document = {"schema": 1, "accelerators": [{"index": 0, "type": "nvidia"}]}
+    snapshot = str(write_file("n0.json", json.dumps(document)))
+    status, out, _ = run(
+        "plan", str(config), "--inventory", snapshot, "--allow-missing-snapshots", "-f", "json"
+    )
+    assert status == 0
+    assert [len(node["accelerators"]) for node in json.loads(out)["nodes"]] == [1, 0, 0]
+
+
 def test_plan_without_any_inventory_says_what_to_add(
     run: Run, write_file: Callable[[str, str], Path]
 ) -> None:

@@ -94,8 +94,8 @@ def test_map_of_mixed_nodes() -> None:
 
 def test_map_summarises_robots_per_node(heterogeneous_yaml: str) -> None:
     text = render_map(plan(heterogeneous_yaml))
-    assert "Franka 0: e0" in text
-    assert "Franka 0: e1" in text
+    assert "Franka #0: e0" in text
+    assert "Franka #1: e1" in text
     assert "node: ag0-99" in text
 
 
@@ -105,13 +105,13 @@ def test_table_folds_processes_sharing_a_node() -> None:
         Inventory.uniform(2, 0),
     )
     table = rows(render_table(result))
-    assert ["0-99", "0", "node", "-", "0-99/100", "node"] in table
-    assert ["100-199", "1", "node", "-", "0-99/100", "node"] in table
+    assert ["0-99", "0", "node", "-", "0-99/100", "-1", "node"] in table
+    assert ["100-199", "1", "node", "-", "0-99/100", "-1", "node"] in table
 
 
 def test_table_folds_successive_blocks() -> None:
     result = plan(config(1, {"rollout": "0-7:0-3"}), Inventory.uniform(1, 8))
-    assert ["0-3", "0", "0-7", "(2", "each)", "own", "0-3/4", "cluster"] in rows(
+    assert ["0-3", "0", "0-7", "(2", "each)", "own", "0-3/4", "0", "cluster"] in rows(
         render_table(result)
     )
 
@@ -121,8 +121,8 @@ def test_table_does_not_fold_strided_blocks() -> None:
         config(1, {"rollout": {"placement": "0-7:0-3", "stride": 2}}), Inventory.uniform(1, 8)
     )
     table = rows(render_table(result))
-    assert ["0", "0", "0,2", "0,2", "0/4", "cluster"] in table
-    assert ["1", "0", "1,3", "1,3", "1/4", "cluster"] in table
+    assert ["0", "0", "0,2", "0,2", "0/4", "0", "cluster"] in table
+    assert ["1", "0", "1,3", "1,3", "1/4", "0", "cluster"] in table
 
 
 def test_expanded_table_lists_every_process() -> None:
@@ -135,3 +135,48 @@ def test_table_prints_warnings() -> None:
     result = plan(config(1, {"a": "0-1", "b": "0-1"}), Inventory.uniform(1, 2))
     assert result.warnings
     assert f"warning: {result.warnings[0]}" in render_table(result)
+
+
+def test_table_local_rank_column_is_the_local_rank_each_process_gets(
+    heterogeneous_yaml: str,
+) -> None:
+    result = plan(heterogeneous_yaml)
+    lines = render_table(result, fold=False).splitlines()
+    shown: list[str] = []
+    for name in result.components:
+        start = lines.index(next(x for x in lines if x.startswith(f"{name}: "))) + 1
+        assert lines[start].split()[-2:] == ["LOCAL_RANK", "GROUP"]
+        count = len(result.components[name])
+        shown += [row.split()[-2] for row in lines[start + 1 : start + 1 + count]]
+    expected = [
+        result.env(name, rank)["LOCAL_RANK"]
+        for name, placements in result.components.items()
+        for rank in range(len(placements))
+    ]
+    assert shown == expected
+
+
+def test_robots_are_numbered_as_their_group_counts_them() -> None:
+    franka = {
+        "label": "franka",
+        "node_ranks": "0-1",
+        "hardware": {
+            "type": "Franka",
+            "configs": [
+                {"robot_ip": "10.0.0.1", "node_rank": 0},
+                {"robot_ip": "10.0.0.2", "node_rank": 1},
+                {"robot_ip": "10.0.0.3", "node_rank": 1},
+            ],
+        },
+    }
+    result = plan(
+        config(2, {"env": {"node_group": "franka", "placement": "0-2"}}, node_groups=[franka]),
+        Inventory.uniform(2, 0),
+    )
+    table = rows(render_table(result, fold=False))
+    assert [r[2:4] for r in table if r[:1] in (["0"], ["1"], ["2"])] == [
+        ["Franka", "#0"],
+        ["Franka", "#1"],
+        ["Franka", "#2"],
+    ]
+    assert "Franka #1: e1; Franka #2: e2" in render_map(result)

@@ -274,6 +274,25 @@ def test_fewer_snapshots_than_nodes_fall_back() -> None:
     assert accel_counts(inventory) == [8, 2, 2]
 
 
+def test_nodes_without_a_snapshot_are_named() -> None:
+    with pytest.raises(
+        InventoryError, match=r"1 snapshot\(s\) for 4 nodes: no snapshot for node\(s\) 1-3,"
+    ):
+        inventory_for(config(4), snapshots=[snapshot(8)])
+
+
+def test_nodes_without_a_snapshot_may_be_described_by_the_inventory_section() -> None:
+    cfg = config(
+        3, inventory=[{"node_ranks": "1-2", "accelerators": {"type": "nvidia", "count": 4}}]
+    )
+    assert accel_counts(inventory_for(cfg, snapshots=[snapshot(8)])) == [8, 4, 4]
+
+
+def test_nodes_without_a_snapshot_allowed_on_request() -> None:
+    inventory = inventory_for(config(3), snapshots=[snapshot(8)], allow_missing_snapshots=True)
+    assert accel_counts(inventory) == [8, 0, 0]
+
+
 # ----------------------------------------------------------------------------- hardware
 
 

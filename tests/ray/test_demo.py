@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from placement_core import plan
+import pytest
+
 from placement_core.inventory import Inventory
-from placement_ray.demo.run import GPUS_PER_NODE, NUM_NODES, Checks, _examples_dir
+from placement_core import plan
+from placement_ray.demo.run import GPUS_PER_NODE, NUM_NODES, Checks, _examples_dir, shown_path
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -45,3 +48,20 @@ def test_checks_record_each_mismatch() -> None:
     assert checks.expect("gpus", "0,1", "0,2") == "MISMATCH"
     assert checks.checked == 2
     assert checks.problems == ["gpus: reported '0,1', planned '0,2'"]
+
+
+def test_demo_shows_paths_inside_the_working_directory_relative(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert shown_path(str(tmp_path / ".nox" / "demo" / "bin" / "python")) == (
+        "./.nox/demo/bin/python"
+    )
+
+
+def test_demo_masks_paths_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
+    assert shown_path(str(tmp_path / "venv" / "bin" / "python")) == "<sys.prefix>/bin/python"
+    assert shown_path("/opt/somewhere/bin/python3") == ".../python3"

@@ -100,6 +100,24 @@ class Plan:
     warnings: tuple[str, ...] = ()
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
+    def __repr__(self) -> str:
+        """A one-line summary: nodes, accelerators, processes per component, warnings.
+
+        The full records are in ``components``; a plan of a million processes must not
+        print them all.
+
+        >>> from placement_core import Inventory
+        >>> plan({"cluster": {"num_nodes": 2, "component_placement": {
+        ...     "actor": "0-15", "rollout": "0-15:0-3"}}}, Inventory.uniform(2, 8))
+        Plan(nodes=2, accelerators=16, components={'actor': 16, 'rollout': 4}, warnings=1)
+        """
+        accelerators = sum(len(node.accelerators) for node in self.inventory.nodes)
+        counts = {name: len(placements) for name, placements in self.components.items()}
+        return (
+            f"Plan(nodes={self.inventory.num_nodes}, accelerators={accelerators}, "
+            f"components={counts}, warnings={len(self.warnings)})"
+        )
+
     def placements(self, component: str) -> tuple[Placement, ...]:
         """The placements of one component.
 

@@ -3,8 +3,9 @@
 ::
 
     placement plan CONFIG [--inventory SNAPSHOT.json ...] [--accelerators-per-node N]
-                          [--format table|map|json] [--expand]
+                          [--allow-missing-snapshots] [--format table|map|json] [--expand]
     placement validate CONFIG [--inventory ...] [--accelerators-per-node N]
+                              [--allow-missing-snapshots]
     placement schema
 
 Exit status: 0 on success, 1 when the input is wrong (missing file, YAML syntax, config
@@ -71,6 +72,12 @@ def _add_inventory_options(parser: argparse.ArgumentParser) -> None:
         type=_count,
         help="N nvidia accelerators on every node no snapshot or inventory: entry describes",
     )
+    parser.add_argument(
+        "--allow-missing-snapshots",
+        action="store_true",
+        help="with --inventory: plan nodes that have no snapshot (and no inventory: entry) "
+        "as nodes without accelerators instead of failing",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,7 +129,10 @@ def _inventory_known(config: ClusterConfig, args: argparse.Namespace) -> bool:
 
 def _make_plan(config: ClusterConfig, args: argparse.Namespace) -> Plan:
     inventory = inventory_for(
-        config, snapshots=args.inventory, accelerators_per_node=args.accelerators_per_node
+        config,
+        snapshots=args.inventory,
+        accelerators_per_node=args.accelerators_per_node,
+        allow_missing_snapshots=args.allow_missing_snapshots,
     )
     return plan(config, inventory)
 

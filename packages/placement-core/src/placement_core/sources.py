@@ -40,6 +40,7 @@ from ._vocab import AcceleratorType
 from .config import ClusterConfig
 from .errors import InventoryError
 from .inventory import MAX_ACCELERATORS_PER_NODE, Accelerator, HardwareDevice, Inventory, Node
+from .ranks import format_rank_list
 
 __all__ = [
     "SNAPSHOT_SCHEMA",
@@ -299,13 +300,16 @@ def inventory_for(
     *,
     snapshots: Sequence[SnapshotSource] = (),
     accelerators_per_node: int | None = None,
+    allow_missing_snapshots: bool = False,
 ) -> Inventory:
     """The inventory to plan ``config`` on, from every offline source (SPEC 3.1).
 
     Each node takes its accelerators from the first source that describes it: its
     snapshot, then the ``inventory:`` entry listing it, then ``accelerators_per_node``;
-    a node no source describes has none. Hardware is not attached here (see
-    :func:`attach_hardware`).
+    a node no source describes has none. When snapshots are given, a node that has none
+    and that no other source describes is an error (a forgotten snapshot would otherwise
+    plan as a node without accelerators), unless ``allow_missing_snapshots``. Hardware
+    is not attached here (see :func:`attach_hardware`).
 
     Args:
         config: The cluster config; the inventory has ``config.num_nodes`` nodes.
@@ -313,10 +317,15 @@ def inventory_for(
             docstring describes.
         accelerators_per_node: nvidia accelerators for every node no other source
             describes (``--accelerators-per-node``).
+        allow_missing_snapshots: Plan nodes that no source describes as nodes without
+            accelerators even though snapshots were given
+            (``--allow-missing-snapshots``).
 
     Raises:
         InventoryError: No source was given at all, a snapshot is malformed or out of
-            range, or ``accelerators_per_node`` is not an int >= 0.
+            range, a node has no snapshot and nothing else describes it (unless
+            ``allow_missing_snapshots``), or ``accelerators_per_node`` is not an int
+            >= 0.
     """
     per_node = _check_count(accelerators_per_node)
     if isinstance(snapshots, str | os.PathLike):
@@ -330,6 +339,8 @@ def inventory_for(
         )
     from_snapshots = _snapshot_nodes(snapshots, config.num_nodes) if snapshots else {}
     from_config = _config_accelerators(config)
+    if snapshots and per_node is None and not allow_missing_snapshots:
+        _check_described(config.num_nodes, from_snapshots, from_config)
     fallback = tuple(Accelerator(index=i) for i in range(per_node or 0))
     nodes = []
     for rank in range(config.num_nodes):
@@ -340,6 +351,21 @@ def inventory_for(
             )
         nodes.append(node)
     return Inventory(tuple(nodes))
+
+
+def _check_described(
+    num_nodes: int, from_snapshots: Mapping[int, Node], from_config: Mapping[int, object]
+) -> None:
+    missing = [r for r in range(num_nodes) if r not in from_snapshots and r not in from_config]
+    if missing:
+        count = f"{len(from_snapshots)} snapshot(s) for {num_nodes} nodes"
+        raise InventoryError(
+            f"{count}: no snapshot for node(s) {format_rank_list(missing)}, and neither the "
+            "config's inventory: section nor --accelerators-per-node describes them; pass "
+            "one snapshot per node, or --allow-missing-snapshots to plan them without "
+            "accelerators",
+            path="inventory",
+        )
 
 
 def attach_hardware(inventory: Inventory, config: ClusterConfig) -> Inventory:

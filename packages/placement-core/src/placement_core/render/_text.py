@@ -7,6 +7,10 @@ from collections.abc import Sequence
 from placement_core._plan import Plan
 from placement_core.inventory import Node
 from placement_core.ranks import format_rank_list
+from placement_core.spaces import build_space
+
+HardwareNumbers = dict[tuple[int, str, int], int]
+"""``(node rank, casefolded hardware type, node-local index)`` -> number in its group."""
 
 
 def align(rows: Sequence[Sequence[str]], *, indent: str = "") -> list[str]:
@@ -23,6 +27,24 @@ def align(rows: Sequence[Sequence[str]], *, indent: str = "") -> list[str]:
 def ranks(values: Sequence[int]) -> str:
     """A rank list, or ``-`` for none."""
     return format_rank_list(values) or "-"
+
+
+def hardware_numbers(plan: Plan) -> HardwareNumbers:
+    """Every hardware device's number in its node group's space, as rules count it.
+
+    A device's own index is node-local (the second robot of a node is 1); the group
+    numbers its devices across its nodes, and that is what a rule such as ``0-1`` on the
+    group names, so the views show it.
+    """
+    numbers: HardwareNumbers = {}
+    for group in plan.config.node_groups:
+        if group.hardware is None:
+            continue
+        for run in build_space(plan.inventory, plan.config, group.label).runs:
+            kind = (run.resource_type or "").casefold()
+            for offset, index in enumerate(run.local_ids):
+                numbers[run.node_rank, kind, index] = run.start + offset
+    return numbers
 
 
 def node_kind(node: Node) -> str:

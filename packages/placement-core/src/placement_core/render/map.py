@@ -15,7 +15,7 @@ from placement_core._plan import NodeOccupancy, Plan
 from placement_core.inventory import Node
 from placement_core.ranks import format_rank_list
 
-from ._text import align, node_kind, summary, warnings_block
+from ._text import HardwareNumbers, align, hardware_numbers, node_kind, summary, warnings_block
 
 __all__ = ["component_codes", "render_map"]
 
@@ -65,9 +65,10 @@ def _shape(node: Node, occupancy: NodeOccupancy) -> tuple[object, ...]:
     return node_kind(node), cells, hardware, node_level
 
 
-def _extras(occupancy: NodeOccupancy, codes: dict[str, str]) -> str:
+def _extras(occupancy: NodeOccupancy, codes: dict[str, str], numbers: HardwareNumbers) -> str:
     parts = [
-        f"{kind} {index}: {_occupants(occupants, codes) or FREE}"
+        f"{kind} #{numbers[occupancy.node_rank, kind.casefold(), index]}: "
+        f"{_occupants(occupants, codes) or FREE}"
         for (kind, index), occupants in sorted(occupancy.hardware.items())
     ]
     if occupancy.node:
@@ -88,6 +89,7 @@ def render_map(plan: Plan, *, max_nodes: int = 64) -> str:
     names = list(plan.components)
     codes = component_codes(names)
     occupancy = plan.occupancy()
+    numbers = hardware_numbers(plan)
     nodes = plan.inventory.nodes
     width = max((len(node.accelerators) for node in nodes), default=0)
     header = ("NODE", "ACCELERATORS", *(str(i) for i in range(width)), "NODE-LEVEL / HARDWARE")
@@ -100,12 +102,12 @@ def render_map(plan: Plan, *, max_nodes: int = 64) -> str:
         end = i
         while end + 1 < len(nodes) and _shape(nodes[end + 1], occupancy[end + 1]) == shape:
             end += 1
-        rows.append(_row(nodes[i], occupancy[i], width, codes))
+        rows.append(_row(nodes[i], occupancy[i], width, codes, numbers))
         shown += 1
         if end - i >= 2:
             notes.append((len(rows) - 1, f"nodes {i + 1}-{end - 1}: same layout, ranks continue"))
         if end > i and shown < max_nodes:
-            rows.append(_row(nodes[end], occupancy[end], width, codes))
+            rows.append(_row(nodes[end], occupancy[end], width, codes, numbers))
             shown += 1
         elif end > i:
             end = i
@@ -129,11 +131,15 @@ def _legend(codes: dict[str, str]) -> str:
 
 
 def _row(
-    node: Node, occupancy: NodeOccupancy, width: int, codes: dict[str, str]
+    node: Node,
+    occupancy: NodeOccupancy,
+    width: int,
+    codes: dict[str, str],
+    numbers: HardwareNumbers,
 ) -> tuple[str, ...]:
     cells = [
         _occupants(occupancy.accelerators.get(a.index, ()), codes) or FREE
         for a in node.accelerators
     ]
     cells += [""] * (width - len(cells))
-    return (str(node.rank), node_kind(node), *cells, _extras(occupancy, codes))
+    return (str(node.rank), node_kind(node), *cells, _extras(occupancy, codes, numbers))

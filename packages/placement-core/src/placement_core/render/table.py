@@ -8,29 +8,32 @@ from placement_core._plan import Plan
 from placement_core.ranks import format_rank_list
 from placement_core.records import Placement
 
-from ._text import align, ranks, summary, warnings_block
+from ._text import HardwareNumbers, align, hardware_numbers, ranks, summary, warnings_block
 
 __all__ = ["render_table"]
 
-HEADER = ("RANK", "NODE", "RESOURCES", "VISIBLE", "LOCAL_RANK", "GROUP")
+HEADER = ("RANK", "NODE", "RESOURCES", "VISIBLE", "LOCAL", "LOCAL_RANK", "GROUP")
 
 
 def render_table(plan: Plan, *, fold: bool = True) -> str:
     """Render every component's placements as aligned columns.
 
     One row per process: rank, node rank, the resources it holds (accelerator ids,
-    ``Franka 0`` for hardware, ``node`` for a whole-node process), the accelerators it
-    may see, its local rank out of the component's processes on that node, and the node
-    group.
+    ``Franka #1`` for hardware, numbered as its node group's rules count it, ``node`` for
+    a whole-node process), the accelerators it may see, ``LOCAL``: its index among the
+    component's processes on that node out of their count, ``LOCAL_RANK``: the value of
+    that variable in its environment (the device index to use inside the process, -1
+    without accelerators), and the node group.
 
     Args:
         plan: The plan.
         fold: Fold runs of consecutive ranks on one node into one row: processes sharing
-            the same resources (100 agents on one node: ``LOCAL_RANK 0-99/100``) and
+            the same resources (100 agents on one node: ``LOCAL 0-99/100``) and
             processes on successive equal blocks of resources (``0-7 (1 each)``; VISIBLE
             ``own`` when each process sees only its own). False lists every process.
     """
     lines = [f"plan: {summary(plan)}"]
+    numbers = hardware_numbers(plan)
     for name, placements in plan.components.items():
         rule = plan.config.components()[name]
         lines += [
@@ -39,15 +42,15 @@ def render_table(plan: Plan, *, fold: bool = True) -> str:
             f"(placement {rule.placement!r}"
             + (f", stride {rule.stride})" if rule.stride > 1 else ")"),
         ]
-        rows = [HEADER, *(_row(run) for run in _runs(placements, fold))]
+        rows = [HEADER, *(_row(run, numbers) for run in _runs(placements, fold))]
         lines += align(rows, indent="  ")
     lines += warnings_block(plan)
     return "\n".join(lines) + "\n"
 
 
-def _resources(placement: Placement) -> str:
+def _resources(placement: Placement, numbers: HardwareNumbers) -> str:
     if placement.hardware_type is not None:
-        return f"{placement.hardware_type} {format_rank_list(placement.hardware_ranks)}"
+        return f"{placement.hardware_type} #{format_rank_list(_numbered(placement, numbers))}"
     if not placement.hardware_ranks:
         return "node"
     return format_rank_list(placement.hardware_ranks)
@@ -119,12 +122,18 @@ def _span(a: int, b: int) -> str:
     return str(a) if a == b else f"{a}-{b}"
 
 
-def _row(run: list[Placement]) -> tuple[str, ...]:
+def _numbered(placement: Placement, numbers: HardwareNumbers) -> tuple[int, ...]:
+    """A hardware placement's devices as its node group numbers them."""
+    kind = (placement.hardware_type or "").casefold()
+    return tuple(numbers[placement.node_rank, kind, i] for i in placement.hardware_ranks)
+
+
+def _row(run: list[Placement], numbers: HardwareNumbers) -> tuple[str, ...]:
     first, last = run[0], run[-1]
-    resources, visible = _resources(first), ranks(first.visible_accelerators)
+    resources, visible = _resources(first, numbers), ranks(first.visible_accelerators)
     if len(run) > 1 and first.hardware_ranks != last.hardware_ranks:
         each = len(first.hardware_ranks)
-        resources = f"{_resources_span(first, last)} ({each} each)"
+        resources = f"{_resources_span(first, last, numbers)} ({each} each)"
         if first.visible_accelerators == first.hardware_ranks:
             visible = "own"
     return (
@@ -133,10 +142,13 @@ def _row(run: list[Placement]) -> tuple[str, ...]:
         resources,
         visible,
         f"{_span(first.local_rank, last.local_rank)}/{first.local_world_size}",
+        format_rank_list(sorted({p.device_index for p in run})),
         first.node_group,
     )
 
 
-def _resources_span(first: Placement, last: Placement) -> str:
-    span = _span(first.hardware_ranks[0], last.hardware_ranks[-1])
-    return f"{first.hardware_type} {span}" if first.hardware_type else span
+def _resources_span(first: Placement, last: Placement, numbers: HardwareNumbers) -> str:
+    if first.hardware_type:
+        low, high = _numbered(first, numbers)[0], _numbered(last, numbers)[-1]
+        return f"{first.hardware_type} #{_span(low, high)}"
+    return _span(first.hardware_ranks[0], last.hardware_ranks[-1])

@@ -261,6 +261,19 @@ def _print_layout(layout: Any) -> None:
         print(f"  {role:8s} {len(bundles):2d} bundles: {where}")
 
 
+def shown_path(path: str) -> str:
+    """``path`` as the demo prints it: relative to the working directory when inside it,
+    else to the interpreter's prefix (``<sys.prefix>/bin/python``), else its name only.
+
+    The output is pasted into documentation; it should not carry one machine's layout.
+    """
+    target = Path(path)
+    for base, label in ((Path.cwd(), "."), (Path(sys.prefix), "<sys.prefix>")):
+        if target.is_relative_to(base):
+            return f"{label}/{target.relative_to(base)}"
+    return f".../{target.name}"
+
+
 def _launch(
     cluster: Any, path: Path, checks: Checks, *, interpreter_group: str | None = None
 ) -> None:
@@ -279,7 +292,8 @@ def _launch(
                     for env in group["env_configs"]:
                         env["python_interpreter_path"] = sys.executable
             print(
-                f"  node group {interpreter_group!r} gets python_interpreter_path {sys.executable}"
+                f"  node group {interpreter_group!r} gets python_interpreter_path "
+                f"{shown_path(sys.executable)}"
             )
         config = load_config(document)
         actors = dict.fromkeys(config.components(), DemoWorker)
@@ -308,7 +322,8 @@ def _launch(
                         extra["robot_ip"] = robot.get("robot_ip")
                         extra["camera_serials"] = robot.get("camera_serials")
                     if worker.interpreter or extra:
-                        python = f" python {report.get('executable')}" if worker.interpreter else ""
+                        shown = shown_path(str(report.get("executable")))
+                        python = f" python {shown}" if worker.interpreter else ""
                         print(f"  {worker.name}:{python} {json.dumps(extra)}")
                         if worker.interpreter:
                             checks.expect(
