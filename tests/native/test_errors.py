@@ -12,8 +12,10 @@ import placement_native
 from placement_native import errors
 from placement_native.errors import (
     BackendMismatchError,
+    EnvVarError,
     NativeError,
     NoFreePortsError,
+    NVMLAnswerError,
     NVMLError,
     PortError,
     nvml_error,
@@ -93,6 +95,10 @@ def _native_error_classes() -> list[type[NativeError]]:
 
 
 def _sample(cls: type[NativeError]) -> NativeError:
+    if cls is NVMLAnswerError:
+        return NVMLAnswerError("nvmlDeviceGetCount_v2", "4294967295 devices")
+    if cls is EnvVarError:
+        return EnvVarError("PLACEMENT_NODE_RANK", "x" * 100, "an integer")
     if issubclass(cls, NVMLError):
         return cls(cls.code_value or 999, "nvmlDeviceGetUUID", "GPU 1")
     return cls("something went wrong")

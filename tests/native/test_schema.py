@@ -10,6 +10,7 @@ import pytest
 
 from placement_native import Accelerator, Link, MigInstance, NodeSnapshot
 from placement_native._model import SCHEMA_VERSION, record_maker
+from placement_native.errors import EnvVarError
 
 Take = Callable[..., NodeSnapshot]
 
@@ -153,12 +154,10 @@ def test_without_a_node_rank_the_key_is_null(take: Take, monkeypatch: pytest.Mon
     assert take(fakelib.init_failure()).to_dict()["node_rank"] is None
 
 
-def test_a_bad_node_rank_is_reported_and_unset(
-    take: Take, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_bad_node_rank_is_a_typed_error(take: Take, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PLACEMENT_NODE_RANK", "-1")
-    assert take(fakelib.init_failure()).node_rank is None
-    assert "ignoring PLACEMENT_NODE_RANK='-1': expected an int >= 0" in caplog.text
+    with pytest.raises(EnvVarError, match=r"PLACEMENT_NODE_RANK='-1' is not usable"):
+        take(fakelib.init_failure())
 
 
 def _is(value: object, kind: type) -> bool:

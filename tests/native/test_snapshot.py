@@ -9,7 +9,7 @@ from pathlib import Path
 import fakelib
 import pytest
 
-from placement_native import _snapshot
+from placement_native import _nvml_pynvml, _snapshot
 from placement_native._model import NodeSnapshot
 from placement_native.errors import (
     NVMLDriverNotLoadedError,
@@ -296,6 +296,7 @@ def test_fallback_without_nvidia_ml_py_reports_it(
 ) -> None:
     use_node(fakelib.dgx_h100())
     monkeypatch.setitem(sys.modules, "pynvml", None)
+    monkeypatch.setattr(_nvml_pynvml, "_private", None)  # as before the first snapshot
     snap = _snapshot.take("purepython")
     assert snap.accelerators == ()
     assert snap.nvml_error is not None
@@ -305,8 +306,7 @@ def test_fallback_without_nvidia_ml_py_reports_it(
 def test_fallback_treats_a_wrapper_missing_from_nvidia_ml_py_as_unsupported(
     use_node: Callable[[fakelib.Topology], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pynvml
-
+    pynvml = _nvml_pynvml._private_pynvml()  # the backend's own copy of the module
     use_node(fakelib.dgx_h100())
     for name in ("nvmlDeviceGetNumaNodeId", "nvmlDeviceGetNvLinkRemoteDeviceType"):
         monkeypatch.delattr(pynvml, name)

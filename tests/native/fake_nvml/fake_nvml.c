@@ -10,7 +10,10 @@
  * Topology file, one directive per line ('#' starts a comment):
  *   init CODE                      nvmlInit's return code (default 0)
  *   count_error CODE               nvmlDeviceGetCount_v2's return code
- *   driver VERSION
+ *   count N                        the device count answered, whatever GPUs are declared
+ *                                  (handles past the declared ones: INVALID_ARGUMENT)
+ *   shutdown CODE                  nvmlShutdown's return code (default 0)
+ *   driver VERSION                 (bytes as written: not checked for UTF-8)
  *   gpu I name TEXT...             declares GPU I (device count = highest I + 1)
  *   gpu I uuid|bus TEXT
  *   gpu I mem BYTES
@@ -18,7 +21,8 @@
  *   gpu I cpus CPULIST             (without it: CPU affinity is NOT_SUPPORTED)
  *   gpu I cc MAJOR MINOR
  *   gpu I mig 0|1                  current MIG mode (without it: NOT_SUPPORTED)
- *   gpu I migslots N               nvmlDeviceGetMaxMigDeviceCount
+ *   gpu I migslots N               nvmlDeviceGetMaxMigDeviceCount (up to 2^32-1; slots
+ *                                  without a migdev answer NOT_FOUND)
  *   gpu I migdev SLOT GI CI BYTES UUID NAME...
  *   gpu I links N                  NVLink slots (without it: NOT_SUPPORTED at link 0)
  *   gpu I nvlink LINK ACTIVE TYPE REMOTE_BUS   TYPE: 0 GPU, 2 NVSwitch
@@ -96,8 +100,9 @@ typedef struct {
 
 static fake_gpu gpus[MAX_GPUS];
 static int gpu_count;
-static int init_code, count_error, initialized;
-static char driver[96];
+static int init_code, count_error, shutdown_code, initialized;
+static long long count_override = -1;
+static char driver[128];
 static int topo[MAX_GPUS][MAX_GPUS], p2p[MAX_GPUS][MAX_GPUS];
 
 static char *rest(char *s)
@@ -160,7 +165,7 @@ static void parse_gpu(int i, char *key, char *value)
     else if (!strcmp(key, "mig"))
         g->has_mig = 1, g->mig = atoi(value);
     else if (!strcmp(key, "migslots"))
-        g->migslots = (unsigned)atoi(value);
+        g->migslots = (unsigned)strtoul(value, NULL, 10);
     else if (!strcmp(key, "migdev")) {
         unsigned slot, gi, ci;
         unsigned long long mem;
@@ -215,7 +220,7 @@ static void load(void)
     if (unchanged(path))
         return;
     memset(gpus, 0, sizeof gpus);
-    gpu_count = 0, init_code = 0, count_error = 0;
+    gpu_count = 0, init_code = 0, count_error = 0, shutdown_code = 0, count_override = -1;
     snprintf(driver, sizeof driver, "0.0");
     for (int i = 0; i < MAX_GPUS; i++) {
         gpus[i].index = i;
@@ -227,8 +232,9 @@ static void load(void)
         return;
     char line[1024];
     while (fgets(line, sizeof line, f)) {
-        char *s = rest(line), word[32], key[32];
+        char *s = rest(line), word[128], key[32];
         int i, j, v, used = 0;
+        unsigned long long n;
         if (!*s || *s == '#')
             continue;
         if (sscanf(s, "gpu %d %31s %n", &i, key, &used) == 2 && i >= 0 && i < MAX_GPUS)
@@ -241,7 +247,11 @@ static void load(void)
             init_code = v;
         else if (sscanf(s, "count_error %d", &v) == 1)
             count_error = v;
-        else if (sscanf(s, "driver %31s", word) == 1)
+        else if (sscanf(s, "count %llu", &n) == 1)
+            count_override = (long long)(n & 0xffffffffULL);
+        else if (sscanf(s, "shutdown %d", &v) == 1)
+            shutdown_code = v;
+        else if (sscanf(s, "driver %127s", word) == 1)
             snprintf(driver, sizeof driver, "%s", word);
     }
     fclose(f);
@@ -298,7 +308,7 @@ EXPORT nvmlReturn_t nvmlShutdown(void)
     if (!initialized)
         return E_UNINIT;
     initialized--;
-    return OK;
+    return shutdown_code;
 }
 
 EXPORT const char *nvmlErrorString(nvmlReturn_t rc)
@@ -324,7 +334,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
         return E_UNINIT;
     if (count_error)
         return count_error;
-    *count = (unsigned)gpu_count;
+    *count = count_override >= 0 ? (unsigned)count_override : (unsigned)gpu_count;
     return OK;
 }
 
@@ -494,9 +504,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(void *h, unsigned int sl
 {
     ENTER(h, "nvmlDeviceGetMigDeviceHandleByIndex");
     fake_gpu *g = GPU_OF(h);
-    if (slot >= g->migslots || slot >= MAX_MIG)
+    if (slot >= g->migslots)
         return E_INVALID;
-    if (!g->migs[slot].present)
+    if (slot >= MAX_MIG || !g->migs[slot].present)
         return E_NOT_FOUND;
     *mig = &g->migs[slot];
     return OK;

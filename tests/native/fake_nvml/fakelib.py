@@ -84,17 +84,25 @@ class FakeGpu:
 
 @dataclass
 class Topology:
-    """A fake node: what the library answers, and what the tests expect to read."""
+    """A fake node: what the library answers, and what the tests expect to read.
+
+    Text fields may hold lone surrogates (``"\\udcff"``): they are written as the raw
+    bytes they stand for, so the library serves strings that are not valid UTF-8.
+    """
 
     gpus: list[FakeGpu] = field(default_factory=list)
     driver: str = "550.54.15"
     init: int = 0
+    count: int | None = None  # the device count answered, if not the declared GPUs'
+    shutdown: int = 0  # nvmlShutdown's return code
     levels: dict[tuple[int, int], int] = field(default_factory=dict)
     p2p: dict[tuple[int, int], int] = field(default_factory=dict)
     old_driver: bool = False
 
     def render(self) -> str:
-        lines = [f"driver {self.driver}", f"init {self.init}"]
+        lines = [f"driver {self.driver}", f"init {self.init}", f"shutdown {self.shutdown}"]
+        if self.count is not None:
+            lines.append(f"count {self.count}")
         for i, g in enumerate(self.gpus):
             lines += [f"gpu {i} name {g.name}", f"gpu {i} uuid {g.uuid}", f"gpu {i} bus {g.bus}"]
             lines += [f"gpu {i} mem {g.memory}", f"gpu {i} cc {g.cc[0]} {g.cc[1]}"]
@@ -117,7 +125,7 @@ class Topology:
         return "\n".join(lines) + "\n"
 
     def write(self, path: Path) -> Path:
-        path.write_text(self.render(), encoding="utf-8")
+        path.write_text(self.render(), encoding="utf-8", errors="surrogateescape")
         return path
 
 

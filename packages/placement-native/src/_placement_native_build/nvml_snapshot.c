@@ -227,7 +227,10 @@ static void read_mig(nvmlDevice_t dev, pn_nvml_gpu *g)
     if (!g->mig_mode ||
         !CALL(&g->error, DeviceGetMaxMigDeviceCount, "nvmlDeviceGetMaxMigDeviceCount", dev, &max))
         return;
-    for (unsigned int slot = 0; slot < max && g->mig_count < PN_NVML_MAX_MIG; slot++) {
+    g->mig_slots = max;
+    /* Slots past the capacity are not asked for: a driver answering 2^32-1 with every slot
+     * empty would otherwise keep this loop busy for hours. */
+    for (unsigned int slot = 0; slot < max && slot < PN_NVML_MAX_MIG; slot++) {
         nvmlDevice_t mig_dev = NULL;
         nvmlReturn_t rc;
         if (api.DeviceGetMigDeviceHandleByIndex == NULL || lost(&g->error))
@@ -454,8 +457,9 @@ static int read_locked(const char *path, pn_nvml_snapshot *out)
         set_error(&out->error, rc, "nvmlInit");
         return rc;
     }
+    /* NVML's buffer size, as nvidia-ml-py passes it, so both backends agree on a long one. */
     if (api.SystemGetDriverVersion != NULL &&
-        api.SystemGetDriverVersion(out->driver, sizeof out->driver) != NVML_SUCCESS)
+        api.SystemGetDriverVersion(out->driver, PN_NVML_DRIVER) != NVML_SUCCESS)
         out->driver[0] = '\0';
     rc = api.DeviceGetCount(&count);
     if (rc != NVML_SUCCESS) {
@@ -470,7 +474,9 @@ static int read_locked(const char *path, pn_nvml_snapshot *out)
         read_gpu(i, &handles[i], &out->gpus[i]);
     read_pairs(handles, out);
     match_nvlinks(out);
-    api.Shutdown();
+    rc = api.Shutdown();
+    if (rc != NVML_SUCCESS)
+        set_error(&out->shutdown, rc, "nvmlShutdown");
     return 0;
 }
 
@@ -568,6 +574,7 @@ int pn_nvml_snapshot_read(const char *library_path, const char *sysfs_root,
      * (gpu_count, gpu_count) are never read, and clearing 300 KB would cost more than the
      * snapshot itself. */
     memset(&out->error, 0, sizeof out->error);
+    memset(&out->shutdown, 0, sizeof out->shutdown);
     out->detail[0] = '\0';
     out->driver[0] = '\0';
     out->device_count = 0;

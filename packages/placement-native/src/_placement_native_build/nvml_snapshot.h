@@ -13,6 +13,7 @@
 #define PN_NVML_MAX_LINKS 36     /* NVML_NVLINK_MAX_LINKS of current nvml.h */
 #define PN_NVML_CPUSET_WORDS 64  /* 64-bit words: 4096 CPUs */
 #define PN_NVML_STR 96           /* NVML_DEVICE_NAME_V2_BUFFER_SIZE, ..._UUID_V2_... */
+#define PN_NVML_DRIVER 80        /* NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE */
 #define PN_NVML_BUSID 32         /* NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE */
 #define PN_NVML_FUNC 48
 #define PN_NVML_DETAIL 256
@@ -51,6 +52,7 @@ typedef struct {
     int cc_minor;
     int mig_mode;                     /* current mode: 1 enabled, 0 disabled or unsupported */
     unsigned int mig_count;
+    unsigned int mig_slots;           /* what nvmlDeviceGetMaxMigDeviceCount answered */
     pn_nvml_mig mig[PN_NVML_MAX_MIG];
     /* Active NVLinks by what is at the far end (told by the remote device type, or, on
      * drivers without it, by whether the remote PCI bus id is a GPU of this node). */
@@ -71,8 +73,9 @@ typedef struct {
     pn_host host;                     /* always filled, NVML or not */
     pn_nvml_error error;              /* library missing, symbol missing, init failed */
     char detail[PN_NVML_DETAIL];      /* dlerror() text and the like */
+    pn_nvml_error shutdown;           /* nvmlShutdown's failure after a read, code 0 if none */
     char driver[PN_NVML_STR];
-    unsigned int device_count;        /* what NVML reports */
+    unsigned int device_count;        /* what NVML reports (may exceed PN_NVML_MAX_GPUS) */
     unsigned int gpu_count;           /* entries filled: min(device_count, PN_NVML_MAX_GPUS) */
     pn_nvml_gpu gpus[PN_NVML_MAX_GPUS];  /* only [0, gpu_count) are written */
     /* Every pair i < j of the filled GPUs, in (i, j) order, as five ints: i, j,

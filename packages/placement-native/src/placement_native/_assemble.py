@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from . import _host
-from ._log import get_logger
 from ._model import Accelerator, Link, MigInstance, NodeSnapshot, record_maker
 from ._raw import RawGpu, RawNode
 
 __all__ = ["P2P_NAMES", "TOPOLOGY_LEVELS", "assemble"]
-
-logger = get_logger(__name__)
 
 # nvmlGpuTopologyLevel_t -> the names nvidia-smi topo -m prints.
 TOPOLOGY_LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
@@ -88,10 +85,6 @@ def assemble(
     raw: RawNode, *, source: str, sysfs: str | None = None, node_rank: int | None = None
 ) -> NodeSnapshot:
     """Build the snapshot from what a backend read (NVML and the host facts)."""
-    if raw.device_count > len(raw.gpus):
-        logger.warning(
-            "NVML reports %d GPUs; the snapshot holds the first %d", raw.device_count, len(raw.gpus)
-        )
     cpulists: dict[int, str | None] = {}
     return _make_snapshot(
         raw.hostname,

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from . import _backend
 from ._model import Accelerator, NodeSnapshot
 from ._snapshot import snapshot
-from .errors import NVMLError
+from .errors import NativeError
 
 __all__ = ["main", "render_snapshot", "render_topology"]
 
@@ -67,12 +67,12 @@ def render_snapshot(snap: NodeSnapshot) -> str:
         f"host {snap.hostname}  ip {snap.ip}  cpus {snap.cpus}  numa nodes {snap.numa_nodes}",
         f"driver {snap.driver or '-'}  source {snap.source}",
     ]
-    if snap.nvml_error is not None:
-        lines.append(f"no accelerators: {snap.nvml_error}")
-        return "\n".join(lines)
     if not snap.accelerators:
-        lines.append("no accelerators")
+        reason = f": {snap.nvml_error}" if snap.nvml_error else ""
+        lines.append(f"no accelerators{reason}")
         return "\n".join(lines)
+    if snap.nvml_error:
+        lines.append(f"nvml error: {snap.nvml_error}")
     header = ["GPU", "MODEL", "UUID", "PCI BUS ID", "MEMORY", "NUMA", "CPU AFFINITY", "CC", "MIG"]
     rows = [header] + [_gpu_row(acc) for acc in snap.accelerators]
     table = _table(rows)
@@ -132,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         snap = snapshot(strict=getattr(args, "strict", False))
-    except NVMLError as exc:
+    except NativeError as exc:  # an NVML failure with --strict, or a bad PLACEMENT_* variable
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.command == "topo":

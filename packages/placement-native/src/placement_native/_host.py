@@ -17,12 +17,15 @@ import struct
 from collections.abc import Iterable
 from pathlib import Path
 
+from ._env import env_path
+
 __all__ = [
     "choose_ip",
     "cpu_count",
     "cpulist_from_mask",
     "format_cpulist",
     "hostname",
+    "ipv4_broadcasts",
     "numa_node_count",
     "parse_cpulist",
     "pci_sysfs_affinity",
@@ -35,6 +38,7 @@ ROUTE_FILE = Path("/proc/net/route")
 SYSFS_ENV = "PLACEMENT_SYSFS_ROOT"
 
 _SIOCGIFADDR = 0x8915
+_SIOCGIFNETMASK = 0x891B
 _RTF_UP = 0x1
 _NVML_BUS_ID = re.compile(
     r"^(?P<domain>[0-9a-fA-F]{1,8}):(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})\.(?P<fn>[0-7])$"
@@ -43,8 +47,12 @@ _NVML_BUS_ID = re.compile(
 
 def sysfs_root() -> str:
     """Where sysfs is mounted: ``$PLACEMENT_SYSFS_ROOT`` (a host's /sys seen from a
-    container, or a test tree), else ``/sys``."""
-    return os.environ.get(SYSFS_ENV) or "/sys"
+    container, or a test tree), else ``/sys``.
+
+    Raises:
+        EnvVarError: The variable is not a UTF-8 path.
+    """
+    return env_path(SYSFS_ENV) or "/sys"
 
 
 def hostname() -> str:
@@ -100,6 +108,32 @@ def interface_ipv4(iface: str) -> str | None:
     except OSError:
         return None
     return socket.inet_ntoa(answer[20:24])
+
+
+def ipv4_broadcasts() -> set[ipaddress.IPv4Address]:
+    """255.255.255.255 and the broadcast address of each interface's (primary) IPv4
+    subnet, loopback's ``127.255.255.255`` included (/31 and /32 subnets have none)."""
+    found = {ipaddress.IPv4Address("255.255.255.255")}
+    try:
+        interfaces = socket.if_nameindex()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    except OSError:
+        return found
+    with sock:
+        for _, name in interfaces:
+            request = struct.pack("256s", name.encode()[:15])
+            try:
+                address = fcntl.ioctl(sock.fileno(), _SIOCGIFADDR, request)[20:24]
+                mask = fcntl.ioctl(sock.fileno(), _SIOCGIFNETMASK, request)[20:24]
+            except OSError:
+                continue  # no IPv4 address on this interface
+            network = ipaddress.IPv4Network(
+                (int.from_bytes(address, "big"), bin(int.from_bytes(mask, "big")).count("1")),
+                strict=False,
+            )
+            if network.prefixlen < 31:
+                found.add(network.broadcast_address)
+    return found
 
 
 def hostname_address(name: str) -> str | None:

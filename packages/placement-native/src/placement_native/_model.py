@@ -166,7 +166,9 @@ class NodeSnapshot:
         links: Pairwise topology for every ``a < b``, in ``(a, b)`` order.
         driver: The NVIDIA driver version, or None without NVML.
         source: Which backend read NVML: ``nvml-cffi`` or ``nvml-pynvml``.
-        nvml_error: Why NVML gave nothing (library missing, init failed), or None.
+        nvml_error: Why NVML gave nothing (library missing, init failed), or what went
+            wrong beside what was read (a device count beyond 64, of which the first
+            64 are listed; a failed ``nvmlShutdown``), or None.
         node_rank: The node's rank from ``PLACEMENT_NODE_RANK`` (or ``RLINF_NODE_RANK``)
             in the environment, or None (SPEC 9: then the cluster orders nodes itself).
     """

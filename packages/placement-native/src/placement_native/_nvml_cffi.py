@@ -15,6 +15,8 @@ from ._backend import native_module
 from ._raw import RawGpu, RawMig, RawNode
 from .errors import NVMLError, nvml_error
 
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+
 __all__ = ["read"]
 
 _BYTEORDER = sys.byteorder
@@ -38,6 +40,7 @@ _GPU_FIELDS = (
     (("cc_minor",), "i"),
     (("mig_mode",), "i"),
     (("mig_count",), "I"),
+    (("mig_slots",), "I"),
     (("nvlink_to",), "I*"),
     (("nvswitch_links",), "I"),
 )
@@ -97,8 +100,9 @@ def _gpu(values: tuple[Any, ...], count: int) -> RawGpu:
     if not has_handle:
         return RawGpu(index, error)
     name, uuid, bus_id, has_memory, memory, numa, has_cpus, cpus = values[4:12]
-    cc_major, cc_minor, mig_mode = values[12:15]
-    peers = values[16 : 16 + count]
+    # Driver strings that are not UTF-8 become U+FFFD, as the pure-Python backend has it.
+    cc_major, cc_minor, mig_mode, _, mig_slots = values[12:17]
+    peers = values[17 : 17 + count]
     return RawGpu(
         index,
         error,
@@ -110,6 +114,7 @@ def _gpu(values: tuple[Any, ...], count: int) -> RawGpu:
         int.from_bytes(cpus, _BYTEORDER) if has_cpus else None,
         (cc_major, cc_minor) if cc_major >= 0 else None,
         bool(mig_mode),
+        mig_slots,
         [],
         {j: n for j, n in enumerate(peers) if n} if any(peers) else {},
         values[-1],
@@ -125,7 +130,9 @@ def read(library: str, sysfs: str) -> RawNode:
     """
     global _layout
     if native_module is None:
-        raise RuntimeError("the compiled backend is not loaded")
+        raise nvml_error(
+            NVML_ERROR_LIBRARY_NOT_FOUND, "placement_native._native", "the extension is not loaded"
+        )
     ffi, lib = native_module.ffi, native_module.lib
     layout = _layout or _Layout(ffi, lib)
     _layout = layout
@@ -143,7 +150,9 @@ def read(library: str, sysfs: str) -> RawNode:
         detail = ffi.string(out.detail).decode("utf-8", "replace")
         node.error = _error(error.code, ffi.string(error.function), detail)
         return node
-    node.driver = ffi.string(out.driver).decode() or None
+    node.driver = _text(ffi.string(out.driver))
+    shutdown = out.shutdown
+    node.shutdown_error = _error(shutdown.code, ffi.string(shutdown.function), "")
     node.device_count = out.device_count
     n = out.gpu_count
     buffer = ffi.buffer(out)

@@ -2,22 +2,29 @@
 
 It mirrors ``nvml_snapshot.c`` call for call (same symbols, same order, same handling of
 "not supported" and of a lost GPU), so both backends produce the same ``RawNode``.
-pynvml loads ``libnvidia-ml.so.1`` by name; it is pointed at the configured library by
-loading that library into ``pynvml.nvmlLib`` first (so other pynvml users in the process
-see the same library; with the default path that is the library pynvml would load anyway).
+
+pynvml keeps its library and function pointers in module globals and loads
+``libnvidia-ml.so.1`` by name. To point it at the configured library without changing
+``pynvml`` for anyone else in the process, this backend runs a private copy of the module
+(``placement_native._pynvml``, loaded from nvidia-ml-py's own file) and sets that copy's
+library. Every pynvml exception stops here: it becomes an ``NVMLError`` in the record.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.util
 import re
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from . import _host
 from ._raw import (
+    MAX_GPUS,
+    MAX_MIG,
     NVML_GPU_IS_LOST,
     OPTIONAL_ABSENT,
     REQUIRED_SYMBOLS,
@@ -42,12 +49,12 @@ NVLINK_DEVICE_TYPE_GPU = 0
 NVLINK_DEVICE_TYPE_SWITCH = 2
 # The capacities of the C struct, so both backends cut at the same place.
 CPUSET_WORDS = 64
-MAX_GPUS = 64
-MAX_MIG = 8
 MAX_LINKS = 36
+PRIVATE_NAME = "placement_native._pynvml"
 
 _lock = threading.Lock()
 _loaded: str | None = None
+_private: Any = None
 
 
 class _Absent:
@@ -76,6 +83,36 @@ class _Target:
             self.record.error = nvml_error(code, function, self.detail)
 
 
+def _private_pynvml() -> Any:
+    """Our own instance of nvidia-ml-py's ``pynvml`` module (made once), so that loading a
+    library into it leaves the ``pynvml`` other code imports untouched.
+
+    Raises:
+        ImportError: nvidia-ml-py is not installed, or ``pynvml`` is not its one-file
+            module.
+    """
+    global _private
+    if _private is not None:
+        return _private
+    spec = importlib.util.find_spec("pynvml")
+    if spec is None or spec.origin is None or spec.submodule_search_locations is not None:
+        where = "not installed" if spec is None else f"found at {spec.origin}, not a module file"
+        raise ImportError(f"nvidia-ml-py's pynvml module is {where}")
+    private = importlib.util.spec_from_file_location(PRIVATE_NAME, spec.origin)
+    if private is None or private.loader is None:
+        raise ImportError(f"cannot load pynvml from {spec.origin}")
+    module = importlib.util.module_from_spec(private)
+    # pynvml looks itself up in sys.modules while it loads (to add its error classes).
+    sys.modules[PRIVATE_NAME] = module
+    try:
+        private.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[PRIVATE_NAME]
+        raise
+    _private = module
+    return module
+
+
 def _load(pynvml: Any, library: str) -> NVMLError | None:
     global _loaded
     if _loaded == library and pynvml.nvmlLib is not None:
@@ -95,9 +132,16 @@ def _load(pynvml: Any, library: str) -> NVMLError | None:
 
 
 def _str(value: Any) -> str | None:
+    """Text as the C backend decodes it: invalid UTF-8 becomes U+FFFD, never an error."""
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
     return str(value) or None
+
+
+def _raw_bytes(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A pynvml string query without its strict ``bytes.decode()`` (the undecorated
+    function behind ``convertStrBytes``), so ``_str`` decodes the bytes."""
+    return getattr(function, "__wrapped__", function)
 
 
 def _bus_id(pci: Any) -> str | None:
@@ -159,6 +203,8 @@ class _Bindings:
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._module, name, None)
+        if name in _STRING_QUERIES and value is not None:
+            value = _raw_bytes(value)
         if value is None:
             error = self._module.NVMLError
 
@@ -167,6 +213,9 @@ class _Bindings:
 
         setattr(self, name, value)
         return value
+
+
+_STRING_QUERIES = frozenset({"nvmlDeviceGetName", "nvmlDeviceGetUUID"})
 
 
 class _Reader:
@@ -232,8 +281,9 @@ class _Reader:
         )
         if count is ABSENT:
             return
-        for slot in range(int(count)):
-            if len(gpu.migs) >= MAX_MIG or t.lost:
+        gpu.mig_slots = int(count)
+        for slot in range(min(gpu.mig_slots, MAX_MIG)):
+            if t.lost:
                 return
             try:
                 handle = nv.nvmlDeviceGetMigDeviceHandleByIndex(dev, slot)
@@ -356,12 +406,12 @@ def read(library: str, sysfs: str) -> RawNode:
         numa_nodes=_host.numa_node_count(sysfs),
         route_ip=_host.route_ipv4(),
     )
-    try:
-        import pynvml
-    except ImportError as exc:  # a broken install: report it like a missing NVML
-        node.error = nvml_error(NVML_ERROR_LIBRARY_NOT_FOUND, "import pynvml", str(exc))
-        return node
     with _lock:
+        try:
+            pynvml = _private_pynvml()
+        except ImportError as exc:  # a broken install: report it like a missing NVML
+            node.error = nvml_error(NVML_ERROR_LIBRARY_NOT_FOUND, "import pynvml", str(exc))
+            return node
         node.error = _load(pynvml, library)
         if node.error is not None:
             return node
@@ -371,24 +421,33 @@ def read(library: str, sysfs: str) -> RawNode:
             node.error = nvml_error(exc.value, "nvmlInit")
             return node
         try:
-            try:
-                node.driver = _str(pynvml.nvmlSystemGetDriverVersion())
-            except pynvml.NVMLError:
-                node.driver = None
-            try:
-                node.device_count = int(pynvml.nvmlDeviceGetCount())
-            except pynvml.NVMLError as exc:
-                node.error = nvml_error(exc.value, "nvmlDeviceGetCount_v2")
-                return node
-            reader = _Reader(pynvml)
-            handles, links = [], []
-            for index in range(min(node.device_count, MAX_GPUS)):
-                gpu, handle, gpu_links = reader.gpu(index)
-                node.gpus.append(gpu)
-                handles.append(handle)
-                links.append(gpu_links)
-            _match_nvlinks(node.gpus, links)
-            reader.pairs(node, handles)
+            _read_devices(pynvml, node)
+        except pynvml.NVMLError as exc:  # a query outside the per-device handling above
+            node.error = nvml_error(exc.value, "pynvml", type(exc).__name__)
         finally:
-            pynvml.nvmlShutdown()
+            try:
+                pynvml.nvmlShutdown()
+            except pynvml.NVMLError as exc:
+                node.shutdown_error = nvml_error(exc.value, "nvmlShutdown")
     return node
+
+
+def _read_devices(pynvml: Any, node: RawNode) -> None:
+    try:
+        node.driver = _str(_raw_bytes(pynvml.nvmlSystemGetDriverVersion)())
+    except pynvml.NVMLError:
+        node.driver = None
+    try:
+        node.device_count = int(pynvml.nvmlDeviceGetCount())
+    except pynvml.NVMLError as exc:
+        node.error = nvml_error(exc.value, "nvmlDeviceGetCount_v2")
+        return
+    reader = _Reader(pynvml)
+    handles, links = [], []
+    for index in range(min(node.device_count, MAX_GPUS)):
+        gpu, handle, gpu_links = reader.gpu(index)
+        node.gpus.append(gpu)
+        handles.append(handle)
+        links.append(gpu_links)
+    _match_nvlinks(node.gpus, links)
+    reader.pairs(node, handles)

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import NVMLError
+from .errors import NVMLAnswerError, NVMLError
 
 __all__ = [
+    "MAX_GPUS",
+    "MAX_MIG",
     "NVML_NOT_SUPPORTED",
     "OPTIONAL_ABSENT",
     "REQUIRED_SYMBOLS",
     "RawGpu",
     "RawMig",
     "RawNode",
+    "check_limits",
 ]
 
 NVML_NOT_SUPPORTED = 3
@@ -32,6 +35,11 @@ REQUIRED_SYMBOLS = (
     "nvmlDeviceGetCount_v2",
     "nvmlDeviceGetHandleByIndex_v2",
 )
+# The capacities of the C struct (PN_NVML_MAX_GPUS, PN_NVML_MAX_MIG): GPUs per node and MIG
+# slots per GPU that are read. No node has more than 64 GPUs, and NVML's largest GPUs
+# split into at most 7 MIG devices; an answer beyond these is a faulty driver's.
+MAX_GPUS = 64
+MAX_MIG = 8
 DEFAULT_LIBRARY = "libnvidia-ml.so.1"
 LIBRARY_ENV = "PLACEMENT_NVML_LIBRARY"
 
@@ -59,6 +67,7 @@ class RawGpu:
     cpu_mask: int | None = None  # NVML's cpu set as one integer: bit k = CPU k
     compute_capability: tuple[int, int] | None = None
     mig_mode: bool = False
+    mig_slots: int = 0  # what nvmlDeviceGetMaxMigDeviceCount answered
     migs: list[RawMig] = field(default_factory=list)
     # active NVLinks: peer GPU index -> direct links, and links into an NVSwitch fabric
     nvlink_peers: dict[int, int] = field(default_factory=dict)
@@ -72,6 +81,7 @@ class RawNode:
     numa_nodes: int = 1
     route_ip: str | None = None  # IPv4 of the default-route interface, unless loopback
     error: NVMLError | None = None
+    shutdown_error: NVMLError | None = None  # nvmlShutdown failed after the read
     driver: str | None = None
     device_count: int = 0
     gpus: list[RawGpu] = field(default_factory=list)
@@ -79,3 +89,24 @@ class RawNode:
     # nvmlGpuTopologyLevel_t (-1 unknown), NVLinks (direct, else the narrower side's into
     # a shared NVSwitch fabric, else 0), nvmlGpuP2PStatus_t (-1 unknown)
     pairs: list[int] = field(default_factory=list)
+
+
+def check_limits(raw: RawNode) -> None:
+    """Report what the read left out: a device count or MIG slot count beyond the
+    capacities (only the first ``MAX_GPUS`` / ``MAX_MIG`` were read), and a failed
+    ``nvmlShutdown``. Each becomes the error of the node or GPU, unless it has one."""
+    if raw.error is None and raw.device_count > MAX_GPUS:
+        raw.error = NVMLAnswerError(
+            "nvmlDeviceGetCount_v2",
+            f"{raw.device_count} devices, more than the {MAX_GPUS} a node can hold; "
+            f"GPUs 0-{MAX_GPUS - 1} were read",
+        )
+    for gpu in raw.gpus:
+        if gpu.error is None and gpu.mig_slots > MAX_MIG:
+            gpu.error = NVMLAnswerError(
+                "nvmlDeviceGetMaxMigDeviceCount",
+                f"GPU {gpu.index}: {gpu.mig_slots} MIG slots, more than the {MAX_MIG} a GPU "
+                f"can have; slots 0-{MAX_MIG - 1} were read",
+            )
+    if raw.error is None:
+        raw.error = raw.shutdown_error

@@ -2,29 +2,35 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
+from typing import Literal
 
 from . import _backend, _host
 from ._assemble import assemble
+from ._env import env_int, env_path
 from ._log import get_logger
 from ._model import NodeSnapshot
-from ._raw import DEFAULT_LIBRARY, LIBRARY_ENV, RawNode
+from ._raw import DEFAULT_LIBRARY, LIBRARY_ENV, RawNode, check_limits
 
 __all__ = ["library_path", "snapshot", "take"]
 
 logger = get_logger(__name__)
 
+Backend = Literal["cffi", "purepython"]
 SOURCES = {"cffi": "nvml-cffi", "purepython": "nvml-pynvml"}
 _READERS: dict[str, Callable[[str, str], RawNode]] = {}
 
 
 def library_path() -> str:
-    """The NVML library to load: ``$PLACEMENT_NVML_LIBRARY``, else ``libnvidia-ml.so.1``."""
-    return os.environ.get(LIBRARY_ENV) or DEFAULT_LIBRARY
+    """The NVML library to load: ``$PLACEMENT_NVML_LIBRARY``, else ``libnvidia-ml.so.1``.
+
+    Raises:
+        EnvVarError: The variable is not a UTF-8 path.
+    """
+    return env_path(LIBRARY_ENV) or DEFAULT_LIBRARY
 
 
-def _reader(backend: str) -> Callable[[str, str], RawNode]:
+def _reader(backend: Backend) -> Callable[[str, str], RawNode]:
     """The read function of a backend, imported on first use."""
     reader = _READERS.get(backend)
     if reader is not None:
@@ -33,12 +39,10 @@ def _reader(backend: str) -> Callable[[str, str], RawNode]:
         from . import _nvml_cffi
 
         reader = _nvml_cffi.read
-    elif backend == "purepython":
+    else:
         from . import _nvml_pynvml
 
         reader = _nvml_pynvml.read
-    else:
-        raise ValueError(f"backend must be 'cffi' or 'purepython', got {backend!r}")
     _READERS[backend] = reader
     return reader
 
@@ -58,31 +62,32 @@ NODE_RANK_ENVS = ("PLACEMENT_NODE_RANK", "RLINF_NODE_RANK")
 
 
 def node_rank_from_env() -> int | None:
-    """The node rank the environment assigns (SPEC 9), or None.
+    """The node rank the environment assigns, or None.
 
-    ``PLACEMENT_NODE_RANK`` wins over ``RLINF_NODE_RANK``; a value that is not an int
-    >= 0 is reported with a warning and treated as unset.
+    ``PLACEMENT_NODE_RANK`` wins over ``RLINF_NODE_RANK``; unset or blank means absent.
+
+    Raises:
+        EnvVarError: The first variable set holds anything but an integer >= 0.
     """
     for name in NODE_RANK_ENVS:
-        value = os.environ.get(name, "").strip()
-        if not value:
-            continue
-        if value.isascii() and value.isdigit():
-            return int(value)
-        logger.warning("ignoring %s=%r: expected an int >= 0", name, value)
-        return None
+        rank = env_int(name)
+        if rank is not None:
+            return rank
     return None
 
 
-def take(backend: str, *, strict: bool = False) -> NodeSnapshot:
+def take(backend: Backend, *, strict: bool = False) -> NodeSnapshot:
     """A snapshot read through the named backend (``cffi`` or ``purepython``)."""
     sysfs = _host.sysfs_root()
-    raw = _reader(backend)(library_path(), sysfs)
+    library = library_path()
+    node_rank = node_rank_from_env()  # a bad variable fails before NVML is touched
+    raw = _reader(backend)(library, sysfs)
+    check_limits(raw)
     if strict:
         _raise_first(raw)
     if raw.error is not None:
-        logger.debug("NVML unavailable, reporting no accelerators: %s", raw.error)
-    return assemble(raw, source=SOURCES[backend], sysfs=sysfs, node_rank=node_rank_from_env())
+        logger.debug("NVML reported a node-level failure: %s", raw.error)
+    return assemble(raw, source=SOURCES[backend], sysfs=sysfs, node_rank=node_rank)
 
 
 def snapshot(*, strict: bool = False) -> NodeSnapshot:
@@ -101,6 +106,10 @@ def snapshot(*, strict: bool = False) -> NodeSnapshot:
 
     Raises:
         NVMLError: Only with ``strict=True``: the typed error (``NVMLLibraryNotFoundError``,
-            ``NVMLNoPermissionError``, ...) of the first thing that failed.
+            ``NVMLNoPermissionError``, ``NVMLAnswerError`` for a count beyond what a node
+            can hold, ...) of the first thing that failed.
+        EnvVarError: ``PLACEMENT_NVML_LIBRARY`` or ``PLACEMENT_SYSFS_ROOT`` is not a UTF-8
+            path, or ``PLACEMENT_NODE_RANK`` / ``RLINF_NODE_RANK`` is not an int >= 0.
     """
-    return take(_backend.BACKEND, strict=strict)
+    backend: Backend = "cffi" if _backend.BACKEND == "cffi" else "purepython"
+    return take(backend, strict=strict)

@@ -10,9 +10,11 @@ Hierarchy::
     │   ├── NVMLNotSupportedError       NVML_ERROR_NOT_SUPPORTED
     │   ├── NVMLNoPermissionError       NVML_ERROR_NO_PERMISSION
     │   ├── NVMLDriverNotLoadedError    NVML_ERROR_DRIVER_NOT_LOADED
-    │   └── NVMLGpuLostError            NVML_ERROR_GPU_IS_LOST
+    │   ├── NVMLGpuLostError            NVML_ERROR_GPU_IS_LOST
+    │   └── NVMLAnswerError             NVML answered a count beyond what a node can have
     ├── BackendMismatchError (ImportError)
     │                                   the compiled extension belongs to another version
+    ├── EnvVarError (ValueError)        a PLACEMENT_* environment variable is unusable
     ├── PortError (ValueError)          bad arguments to the port functions
     └── NoFreePortsError (OSError)      nothing free in the searched range
 
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BackendMismatchError",
+    "EnvVarError",
+    "NVMLAnswerError",
     "NVMLDriverNotLoadedError",
     "NVMLError",
     "NVMLFunctionNotFoundError",
@@ -91,6 +95,9 @@ NVML_CODE_NAMES: dict[int, str] = {
     29: "NVML_ERROR_INVALID_STATE",
     999: "NVML_ERROR_UNKNOWN",
 }
+
+
+NVML_ERROR_UNKNOWN = 999
 
 
 class NVMLError(NativeError, RuntimeError):
@@ -162,6 +169,20 @@ class NVMLGpuLostError(NVMLError):
     code_value = 15
 
 
+class NVMLAnswerError(NVMLError):
+    """A call succeeded but answered more than a node can hold (a faulty or hostile driver):
+    the snapshot keeps what fits and reports this error.
+
+    ``code`` is ``NVML_ERROR_UNKNOWN`` (999); ``detail`` says what was answered and what
+    was read instead.
+    """
+
+    def __init__(self, function: str, detail: str) -> None:
+        super().__init__(NVML_ERROR_UNKNOWN, function, detail)
+
+    def __str__(self) -> str:
+        return f"{self.function} answered out of bounds: {self.detail}"
+
 _BY_CODE: dict[int, type[NVMLError]] = {
     cls.code_value: cls
     for cls in (
@@ -193,6 +214,33 @@ def nvml_error(code: int, function: str, detail: str = "") -> NVMLError:
 
 class BackendMismatchError(NativeError, ImportError):
     """The compiled extension was built for another version of the package."""
+
+
+def shorten(value: str, limit: int = 60) -> str:
+    """``value`` cut to ``limit`` characters with how much was left out, for messages."""
+    if len(value) <= limit:
+        return value
+    return f"{value[:limit]}... ({len(value)} characters)"
+
+
+class EnvVarError(NativeError, ValueError):
+    """An environment variable placement-native reads holds a value it cannot use.
+
+    Attributes:
+        name: The variable (``PLACEMENT_NODE_RANK``).
+        value: Its value, shortened (undecodable bytes are lone surrogates, which the
+            message shows escaped).
+        expected: What the variable must hold.
+    """
+
+    def __init__(self, name: str, value: str, expected: str) -> None:
+        self.name = name
+        self.value = shorten(value)
+        self.expected = expected
+        super().__init__(name, value, expected)
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.value!r} is not usable: expected {self.expected}"
 
 
 class PortError(NativeError, ValueError):

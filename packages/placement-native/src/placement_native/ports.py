@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import NoReturn, Self
 
+from . import _host
 from ._port_ranges import (
     BUSY,
     FREE,
@@ -35,7 +36,7 @@ from ._port_ranges import (
     explicit_search_range,
 )
 from ._socket_table import TableRead, mark_busy
-from .errors import NoFreePortsError, PortError
+from .errors import NoFreePortsError, PortError, shorten
 
 __all__ = ["PortReservation", "find_free_ports", "reserve_ports"]
 
@@ -60,7 +61,7 @@ def _parse_host(host: object) -> _Host:
     if not isinstance(host, str):
         raise PortError(
             f"host must be an IP address string such as '127.0.0.1' or '::1', "
-            f"got {host!r} ({type(host).__name__})"
+            f"got {shorten(repr(host))} ({type(host).__name__})"
         )
     text = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     try:
@@ -68,10 +69,49 @@ def _parse_host(host: object) -> _Host:
     except ValueError:
         raise PortError(
             f"host must be an IPv4 or IPv6 address of this machine such as '127.0.0.1' or "
-            f"'::1' (host names are not resolved), got {host!r}"
+            f"'::1' (host names are not resolved), got {shorten(repr(host))}"
         ) from None
+    _check_bindable(host, address)
     family = socket.AF_INET if address.version == 4 else socket.AF_INET6
     return _Host(text, family, address.packed)
+
+
+def _check_bindable(host: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> None:
+    """Refuse what a TCP server cannot serve on, though bind may accept some of it."""
+    ipv4 = address if isinstance(address, ipaddress.IPv4Address) else address.ipv4_mapped
+    if address.is_multicast or (ipv4 is not None and ipv4.is_multicast):
+        raise PortError(
+            f"host {host!r} is a multicast address (224.0.0.0/4, ff00::/8): "
+            f"expected an address of this machine"
+        )
+    # A subnet broadcast (of a /30 or wider) ends in binary 11: only such addresses cost
+    # the look at the interfaces.
+    if ipv4 is not None and int(ipv4) & 3 == 3 and ipv4 in _host.ipv4_broadcasts():
+        raise PortError(
+            f"host {host!r} is a broadcast address: expected an address of this machine"
+        )
+    if isinstance(address, ipaddress.IPv6Address) and address.is_link_local:
+        scope = address.scope_id
+        if scope is None:
+            raise PortError(
+                f"host {host!r} is a link-local IPv6 address without a scope id: expected "
+                f"it with its interface, such as 'fe80::1%eth0'"
+            )
+        if not _interface_exists(scope):
+            raise PortError(
+                f"host {host!r} names interface {scope!r}, which this machine does not have"
+            )
+
+
+def _interface_exists(scope: str) -> bool:
+    try:
+        if scope.isascii() and scope.isdigit():
+            socket.if_indextoname(int(scope))
+        else:
+            socket.if_nametoindex(scope)
+    except (OSError, ValueError, OverflowError):
+        return False
+    return True
 
 
 def _check_port(name: str, value: object) -> int | None:
@@ -127,7 +167,7 @@ def _hold(host: _Host, port: int) -> socket.socket | None:
                 f"cannot open a socket to hold port {port}: {exc.strerror} (every held port "
                 f"keeps one file descriptor open; release ports or raise RLIMIT_NOFILE)"
             ) from exc
-        raise
+        raise PortError(f"cannot open a socket for host {host.text!r}: {exc}") from exc
     try:
         sock.bind(host.sockaddr(port))
         sock.listen(1)
@@ -135,11 +175,12 @@ def _hold(host: _Host, port: int) -> socket.socket | None:
         sock.close()
         if exc.errno in _TAKEN_ERRNOS:
             return None
-        if exc.errno == errno.EADDRNOTAVAIL:
+        if exc.errno in (errno.EADDRNOTAVAIL, errno.EINVAL):
             raise PortError(
                 f"host {host.text!r} is not an address of this machine: cannot bind it"
             ) from exc
-        raise
+        # socket.gaierror (an unresolvable scope) and anything else the host causes
+        raise PortError(f"cannot bind host {host.text!r} (port {port}): {exc}") from exc
     return sock
 
 

@@ -1,0 +1,51 @@
+"""Reading the ``PLACEMENT_*`` environment variables: each bad value is an ``EnvVarError``
+naming the variable, its (shortened) value and what it must hold."""
+
+from __future__ import annotations
+
+import os
+
+from .errors import EnvVarError
+
+__all__ = ["env_int", "env_path"]
+
+# Linux's PATH_MAX, terminating NUL included.
+PATH_MAX = 4096
+INT32_MAX = 2**31 - 1
+
+
+def env_path(name: str) -> str | None:
+    """The path in ``$name``, or None where it is unset or empty.
+
+    Raises:
+        EnvVarError: The value is not valid UTF-8 (Python holds such bytes as lone
+            surrogates, which neither backend can pass on) or is longer than ``PATH_MAX``.
+    """
+    value = os.environ.get(name)
+    if not value:
+        return None
+    expected = f"a UTF-8 path of at most {PATH_MAX - 1} bytes"
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise EnvVarError(name, value, f"{expected} (the value is not valid UTF-8)") from None
+    if size >= PATH_MAX:
+        raise EnvVarError(name, value, expected)
+    return value
+
+
+def env_int(name: str) -> int | None:
+    """The non-negative integer in ``$name`` (surrounding spaces allowed), or None where it
+    is unset or blank.
+
+    Raises:
+        EnvVarError: The value is not a decimal integer from 0 to 2**31 - 1.
+    """
+    value = os.environ.get(name, "")
+    text = value.strip()
+    if not text:
+        return None
+    # Digits are checked before int(): a 5,000-digit value must not reach the parser.
+    if not (text.isascii() and text.isdigit() and len(text) <= 10 and int(text) <= INT32_MAX):
+        raise EnvVarError(name, value, f"an integer from 0 to {INT32_MAX}")
+    return int(text)
