@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fake_nvml"))
 
 import fakelib
 
-from placement_native import _backend, _snapshot
+from placement_native import _backend, _snapshot, _socket_table
 from placement_native._model import NodeSnapshot
 
 BACKENDS = ["cffi", "purepython"]
@@ -76,3 +76,15 @@ def take(
         return _snapshot.take(nvml_backend, strict=strict)
 
     return run
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Port tests: run with the compiled netlink reader, then with the /proc reader."""
+    if request.param == "cffi":
+        if _backend.native_module is None:
+            pytest.skip("the compiled extension is not active")
+        monkeypatch.setattr(_socket_table, "_netlink_refused", False)
+    else:
+        monkeypatch.setattr(_socket_table, "_native_lib", lambda: None)
+    return str(request.param)

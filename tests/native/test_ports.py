@@ -25,18 +25,6 @@ LOW = 23100
 HIGH = 23999
 
 
-@pytest.fixture(params=["cffi", "purepython"])
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run the test with the compiled netlink reader, then with the /proc reader."""
-    if request.param == "cffi":
-        if _backend.native_module is None:
-            pytest.skip("the compiled extension is not active")
-        monkeypatch.setattr(_socket_table, "_netlink_refused", False)
-    else:
-        monkeypatch.setattr(_socket_table, "_native_lib", lambda: None)
-    return str(request.param)
-
-
 @pytest.fixture
 def sockets() -> Iterator[list[socket.socket]]:
     """Sockets a test opens; closed afterwards."""

@@ -144,8 +144,16 @@ def _raw_bytes(function: Callable[..., Any]) -> Callable[..., Any]:
     return getattr(function, "__wrapped__", function)
 
 
+def _field(struct: Any, name: str) -> Any:
+    """A field of a pynvml structure as ctypes gives it: pynvml's own attribute access
+    decodes char arrays strictly, which raises on bytes that are not UTF-8."""
+    if isinstance(struct, ctypes.Structure):
+        return ctypes.Structure.__getattribute__(struct, name)
+    return getattr(struct, name)
+
+
 def _bus_id(pci: Any) -> str | None:
-    return _str(pci.busId) or _str(pci.busIdLegacy)
+    return _str(_field(pci, "busId")) or _str(_field(pci, "busIdLegacy"))
 
 
 _BUS_ID = re.compile(

@@ -183,6 +183,7 @@ class NVMLAnswerError(NVMLError):
     def __str__(self) -> str:
         return f"{self.function} answered out of bounds: {self.detail}"
 
+
 _BY_CODE: dict[int, type[NVMLError]] = {
     cls.code_value: cls
     for cls in (
