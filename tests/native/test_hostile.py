@@ -296,7 +296,7 @@ def test_a_path_variable_that_is_not_utf8_is_a_typed_error(
     use_node(fakelib.dgx_h100())
     monkeypatch.setenv(name, NOT_UTF8)
     with pytest.raises(EnvVarError) as info:
-        _snapshot.take(nvml_backend)  # type: ignore[arg-type]
+        _snapshot.take(nvml_backend)
     error = info.value
     assert error.name == name
     assert str(error) == (

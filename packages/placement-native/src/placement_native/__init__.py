@@ -16,6 +16,7 @@ from ._backend import BACKEND
 from ._version import __version__
 from .errors import (
     BackendMismatchError,
+    EnvVarError,
     NativeError,
     NoFreePortsError,
     NVMLError,
@@ -32,6 +33,7 @@ __all__ = [
     "BACKEND",
     "Accelerator",
     "BackendMismatchError",
+    "EnvVarError",
     "Link",
     "MigInstance",
     "NVMLError",

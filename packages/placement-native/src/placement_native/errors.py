@@ -44,6 +44,7 @@ __all__ = [
     "NoFreePortsError",
     "PortError",
     "nvml_error",
+    "shorten",
 ]
 
 
