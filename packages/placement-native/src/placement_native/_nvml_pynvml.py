@@ -201,6 +201,10 @@ def _match_nvlinks(gpus: list[RawGpu], links: list[list[tuple[str, int | None]]]
                 gpu.nvlink_peers[peer] = gpu.nvlink_peers.get(peer, 0) + 1
 
 
+# Wrappers that return driver text: called undecorated, their bytes decoded by ``_str``.
+_STRING_QUERIES = frozenset({"nvmlDeviceGetName", "nvmlDeviceGetUUID"})
+
+
 class _Bindings:
     """The pynvml module, where a wrapper this nvidia-ml-py release lacks raises
     FUNCTION_NOT_FOUND when called, as a symbol the driver lacks does."""
@@ -221,9 +225,6 @@ class _Bindings:
 
         setattr(self, name, value)
         return value
-
-
-_STRING_QUERIES = frozenset({"nvmlDeviceGetName", "nvmlDeviceGetUUID"})
 
 
 class _Reader:
@@ -430,7 +431,7 @@ def read(library: str, sysfs: str) -> RawNode:
             return node
         try:
             _read_devices(pynvml, node)
-        except pynvml.NVMLError as exc:  # a query outside the per-device handling above
+        except pynvml.NVMLError as exc:  # one the per-device handling does not record
             node.error = nvml_error(exc.value, "pynvml", type(exc).__name__)
         finally:
             try:

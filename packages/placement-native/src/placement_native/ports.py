@@ -78,28 +78,28 @@ def _parse_host(host: object) -> _Host:
 
 def _check_bindable(host: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> None:
     """Refuse what a TCP server cannot serve on, though bind may accept some of it."""
+    shown = shorten(repr(host))
     ipv4 = address if isinstance(address, ipaddress.IPv4Address) else address.ipv4_mapped
     if address.is_multicast or (ipv4 is not None and ipv4.is_multicast):
         raise PortError(
-            f"host {host!r} is a multicast address (224.0.0.0/4, ff00::/8): "
+            f"host {shown} is a multicast address (224.0.0.0/4, ff00::/8): "
             f"expected an address of this machine"
         )
     # A subnet broadcast (of a /30 or wider) ends in binary 11: only such addresses cost
     # the look at the interfaces.
     if ipv4 is not None and int(ipv4) & 3 == 3 and ipv4 in _host.ipv4_broadcasts():
-        raise PortError(
-            f"host {host!r} is a broadcast address: expected an address of this machine"
-        )
-    if isinstance(address, ipaddress.IPv6Address) and address.is_link_local:
+        raise PortError(f"host {shown} is a broadcast address: expected an address of this machine")
+    if isinstance(address, ipaddress.IPv6Address):
         scope = address.scope_id
-        if scope is None:
+        if scope is None and address.is_link_local:
             raise PortError(
-                f"host {host!r} is a link-local IPv6 address without a scope id: expected "
+                f"host {shown} is a link-local IPv6 address without a scope id: expected "
                 f"it with its interface, such as 'fe80::1%eth0'"
             )
-        if not _interface_exists(scope):
+        if scope is not None and not _interface_exists(scope):
             raise PortError(
-                f"host {host!r} names interface {scope!r}, which this machine does not have"
+                f"host {shown} names interface {shorten(repr(scope))}, which this machine "
+                f"does not have"
             )
 
 
