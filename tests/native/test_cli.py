@@ -121,7 +121,8 @@ def test_python_dash_m_runs_the_cli(use_node: UseNode) -> None:
 def test_snapshot_json_is_what_placement_plan_inventory_reads(
     use_node: UseNode, tmp_path: Path, make: Callable[[], fakelib.Topology]
 ) -> None:
-    sources = pytest.importorskip("placement_core.sources")
+    from placement_core import sources  # both native sessions install core for this test
+
     use_node(make())
     result = subprocess.run(
         [sys.executable, "-m", "placement_native", "snapshot", "--json"],

@@ -256,6 +256,18 @@ def test_no_pynvml_exception_leaves_the_fallback(
         _snapshot.take("purepython", strict=True)
 
 
+def test_the_cli_lists_the_gpus_read_beside_the_node_error(
+    use_node: UseNode, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topology = fakelib.pcie_two_switches()
+    topology.shutdown = 999
+    use_node(topology)
+    assert _cli.main(["snapshot"]) == 0
+    out = capsys.readouterr().out
+    assert "NVIDIA L40S" in out
+    assert "nvml error: nvmlShutdown failed: NVML_ERROR_UNKNOWN [999]" in out
+
+
 # ---- pynvml stays as other code in the process has it ----
 
 
