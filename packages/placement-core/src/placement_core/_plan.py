@@ -207,6 +207,12 @@ class Plan:
         # MappingProxyType does not pickle; plans cross Ray process boundaries.
         return (_rebuild_plan, (self.config, self.inventory, dict(self.components), self.warnings))
 
+    def _repr_html_(self) -> str:
+        """The plan's picture, for Jupyter and other notebooks (tooltips on hover)."""
+        from .render.html import notebook_html
+
+        return notebook_html(self)
+
     def occupancy(self) -> Occupancy:
         """Who sits on every accelerator, hardware device and node (computed once)."""
         cached = self._cache.get("occupancy")
