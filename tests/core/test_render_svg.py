@@ -8,8 +8,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from placement_core.inventory import Accelerator, Inventory, Node
 from placement_core import Plan, plan
 from placement_core.render import render_html, render_svg
@@ -48,13 +46,15 @@ def rows(root: ET.Element) -> dict[int, ET.Element]:
 
 def title(element: ET.Element) -> str:
     found = element.find(f"{SVG}title")
-    assert found is not None and found.text
+    assert found is not None
+    assert found.text
     return found.text
 
 
 def fill_of(root: ET.Element, rect_class: str) -> str:
     style = root.find(f"{SVG}style")
-    assert style is not None and style.text
+    assert style is not None
+    assert style.text
     match = re.search(rf"\.placement-plan \.{rect_class}\{{fill:(#[0-9A-Fa-f]{{6}})\}}", style.text)
     assert match, f"no fill rule for .{rect_class}"
     return match.group(1)
@@ -80,7 +80,8 @@ def test_cells_carry_their_component_class_and_colour() -> None:
     assert all("k0" in classes(c) for c in actor_cells)
     assert all("k1" in classes(c) for c in rollout_cells)
     rect = actor_cells[0].find(f"{SVG}rect")
-    assert rect is not None and rect.get("class") == "f0"
+    assert rect is not None
+    assert rect.get("class") == "f0"
     assert fill_of(root, "f0") == PALETTE[0]
     assert fill_of(root, "f1") == PALETTE[1]
 
@@ -93,7 +94,8 @@ def test_identical_nodes_are_folded_like_the_map() -> None:
         ("9", "14"),
     ]
     text = folds[0].find(f"{SVG}text")
-    assert text is not None and text.text == "⋮ nodes 1-2: same layout, ranks continue"
+    assert text is not None
+    assert text.text == "⋮ nodes 1-2: same layout, ranks continue"
 
 
 def test_shared_accelerators_are_striped_and_outlined() -> None:
