@@ -25,6 +25,7 @@ nox.options.sessions = [
     "core_alone",
     "examples",
     "docs",
+    "viewer",
 ]
 
 PYTHON = "3.11"
@@ -153,6 +154,20 @@ def docs(session: nox.Session) -> None:
         "--clean",
         *session.posargs,
         env={"NO_MKDOCS_2_WARNING": "1"},  # MkDocs 1.x's banner about its successor
+    )
+
+
+@nox.session(python=PYTHON)
+def viewer(session: nox.Session) -> None:
+    """The HTML plan viewer in a real headless Chromium (tests/viewer, screenshots in build/).
+
+    Uses the system's Chromium (Debian's `chromium` package; .ci/run installs it) through
+    Playwright, which never downloads a browser of its own here. Without Chromium the
+    tests skip, except under CI=true, where they fail.
+    """
+    session.install(*nox.project.dependency_groups(PYPROJECT, "viewer"), CORE)
+    session.run(
+        "pytest", "tests/viewer", *session.posargs, env={"PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"}
     )
 
 
