@@ -44,7 +44,7 @@ PACKAGE_INSTALLS = {
     "ray": [CORE, NATIVE, RAY],
     "e2e": [CORE, NATIVE, RAY],  # tests/e2e: the demo end to end (about 2 minutes)
 }
-SOURCES = ["noxfile.py", "packages", "tests", "benchmarks", "examples"]
+SOURCES = ["noxfile.py", "packages", "tests", "benchmarks", "examples", "docs/hooks"]
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
 
