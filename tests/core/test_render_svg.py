@@ -8,8 +8,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from placement_core.inventory import Accelerator, Inventory, Node
 from placement_core import Plan, plan
+from placement_core.inventory import Accelerator, Inventory, Node
 from placement_core.render import render_html, render_svg
 from placement_core.render._grid import Fold, fold_nodes, node_shape
 from placement_core.render.html import NOTEBOOK_MAX_NODES

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from placement_core.plan import Plan
+from placement_core import Plan
 from placement_core.render import render_html
 
 if TYPE_CHECKING:

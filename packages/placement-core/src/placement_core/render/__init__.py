@@ -11,11 +11,15 @@
 
 from __future__ import annotations
 
-from .html import render_html
+from placement_core._plan import set_notebook_view
+
+from .html import notebook_html, render_html
 from .json import plan_to_dict, render_json
 from .map import render_map
 from .svg import render_svg
 from .table import render_table
+
+set_notebook_view(notebook_html)
 
 __all__ = [
     "plan_to_dict",

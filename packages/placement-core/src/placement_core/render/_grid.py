@@ -14,9 +14,17 @@ from placement_core._plan import NodeOccupancy, Plan
 from placement_core.inventory import Node
 from placement_core.ranks import format_rank_list
 
-from ._text import node_kind
+from ._text import HardwareNumbers, node_kind
 
-__all__ = ["Fold", "Folded", "component_codes", "fold_nodes", "node_shape", "occupants_label"]
+__all__ = [
+    "Fold",
+    "Folded",
+    "component_codes",
+    "device_name",
+    "fold_nodes",
+    "node_shape",
+    "occupants_label",
+]
 
 
 def component_codes(names: Sequence[str]) -> dict[str, str]:
@@ -47,6 +55,11 @@ def occupants_label(occupants: Iterable[tuple[str, int]], codes: dict[str, str])
         codes[component] + format_rank_list(sorted(ranks))
         for component, ranks in by_component.items()
     )
+
+
+def device_name(kind: str, index: int, node_rank: int, numbers: HardwareNumbers) -> str:
+    """``Franka #1``: a hardware device by its number in its node group, as rules count it."""
+    return f"{kind} #{numbers[node_rank, kind.casefold(), index]}"
 
 
 def node_shape(plan: Plan, node: Node, occupancy: NodeOccupancy) -> tuple[object, ...]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from placement_core._plan import NodeOccupancy, Plan
 from placement_core.inventory import Node
 
-from ._grid import Fold, component_codes, fold_nodes, occupants_label
+from ._grid import Fold, component_codes, device_name, fold_nodes, occupants_label
 from ._text import HardwareNumbers, align, hardware_numbers, node_kind, summary, warnings_block
 
 __all__ = ["component_codes", "render_map"]
@@ -22,7 +22,7 @@ FREE = "."
 
 def _extras(occupancy: NodeOccupancy, codes: dict[str, str], numbers: HardwareNumbers) -> str:
     parts = [
-        f"{kind} #{numbers[occupancy.node_rank, kind.casefold(), index]}: "
+        f"{device_name(kind, index, occupancy.node_rank, numbers)}: "
         f"{occupants_label(occupants, codes) or FREE}"
         for (kind, index), occupants in sorted(occupancy.hardware.items())
     ]

@@ -27,8 +27,8 @@ from placement_core.env import HARDWARE_TYPE_ENV, VISIBILITY_ENV_VARS
 from placement_core.inventory import Accelerator, Node
 from placement_core.ranks import format_rank_list
 
-from ._grid import Fold, component_codes, fold_nodes, occupants_label
-from ._text import node_kind, plural, summary
+from ._grid import Fold, component_codes, device_name, fold_nodes, occupants_label
+from ._text import hardware_numbers, node_kind, plural, summary
 
 __all__ = ["PALETTE", "PlanPicture", "Swatch", "render_svg", "xml_escape"]
 
@@ -127,6 +127,7 @@ class PlanPicture:
         self.swatches = swatches(list(plan.components))
         self.codes = {name: s.code for name, s in self.swatches.items()}
         self.folded = fold_nodes(plan, max_nodes=max_nodes)
+        self._numbers = hardware_numbers(plan)
         self._occupancy = plan.occupancy()
         self._nodes = plan.inventory.nodes
         self._groups: dict[int, list[str]] = {}
@@ -410,9 +411,11 @@ class PlanPicture:
 
     def _chips(self, occupancy: NodeOccupancy) -> list[_Chip]:
         """The chips of a node's hardware devices and of its whole-node processes."""
+        rank = occupancy.node_rank
         chips = [
             _Chip(
-                f"{kind} {index}: {occupants_label(occupants, self.codes) or '.'}",
+                f"{device_name(kind, index, rank, self._numbers)}: "
+                f"{occupants_label(occupants, self.codes) or '.'}",
                 occupants,
                 f'data-kind="hardware" data-hardware="{xml_escape(kind)}" data-index="{index}"',
                 (kind, index),
@@ -469,7 +472,9 @@ class PlanPicture:
         if device is None:
             lines = [f"node {node.rank} · whole-node processes"]
         else:
-            lines = [f"node {node.rank} · {device[0]} {device[1]}"]
+            kind, index = device
+            name = device_name(kind, index, node.rank, self._numbers)
+            lines = [f"node {node.rank} · {name} (device {index} of the node)"]
             lines += [
                 _short_json(d.config)
                 for d in node.hardware
