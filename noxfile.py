@@ -144,9 +144,10 @@ def examples(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the documentation into site/ with MkDocs in strict mode (a broken link fails).
 
-    The API reference is read from the sources, so no package is installed here.
+    The API reference is read from the sources; only placement-core (pure Python) is
+    installed, for the hook that draws the shipped examples (docs/hooks/plan_pictures.py).
     """
-    session.install(*nox.project.dependency_groups(PYPROJECT, "docs"))
+    session.install(*nox.project.dependency_groups(PYPROJECT, "docs"), CORE)
     session.run(
         "mkdocs",
         "build",

@@ -8,31 +8,23 @@ committed.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 from mkdocs.structure.files import File, Files
 
+from placement_core import plan
+from placement_core.render import render_html, render_svg
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 TARGET = "guides/plans"
-
-
-def _renderers() -> tuple[Any, Any, Any]:
-    try:
-        from placement_core import plan
-        from placement_core.render import render_html, render_svg
-    except ImportError:  # building from a checkout: read core from its sources
-        sys.path.insert(0, str(ROOT / "packages" / "placement-core" / "src"))
-        from placement_core import plan
-        from placement_core.render import render_html, render_svg
-    return plan, render_svg, render_html
+#: Where the guide wants the examples' pictures; the hook writes one section per example.
+MARKER = "<!-- plan-pictures -->"
 
 
 def on_files(files: Files, config: Any) -> Files:
     """Add the generated pictures and pages of the examples to the site."""
-    plan, render_svg, render_html = _renderers()
     for example in sorted(EXAMPLES.glob("*.yaml")):
         result = plan(example)
         for suffix, render in ((".svg", render_svg), (".html", render_html)):
@@ -40,10 +32,6 @@ def on_files(files: Files, config: Any) -> Files:
                 File.generated(config, f"{TARGET}/{example.stem}{suffix}", content=render(result))
             )
     return files
-
-
-#: Where the guide wants the examples' pictures; the hook writes one section per example.
-MARKER = "<!-- plan-pictures -->"
 
 
 def _caption(example: Path) -> str:
