@@ -25,6 +25,7 @@ nox.options.sessions = [
     "core_alone",
     "examples",
     "docs",
+    "viewer",
 ]
 
 PYTHON = "3.11"
@@ -43,7 +44,7 @@ PACKAGE_INSTALLS = {
     "ray": [CORE, NATIVE, RAY],
     "e2e": [CORE, NATIVE, RAY],  # tests/e2e: the demo end to end (about 2 minutes)
 }
-SOURCES = ["noxfile.py", "packages", "tests", "benchmarks", "examples"]
+SOURCES = ["noxfile.py", "packages", "tests", "benchmarks", "examples", "docs/hooks"]
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
 
@@ -143,9 +144,10 @@ def examples(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the documentation into site/ with MkDocs in strict mode (a broken link fails).
 
-    The API reference is read from the sources, so no package is installed here.
+    The API reference is read from the sources; only placement-core (pure Python) is
+    installed, for the hook that draws the shipped examples (docs/hooks/plan_pictures.py).
     """
-    session.install(*nox.project.dependency_groups(PYPROJECT, "docs"))
+    session.install(*nox.project.dependency_groups(PYPROJECT, "docs"), CORE)
     session.run(
         "mkdocs",
         "build",
@@ -153,6 +155,20 @@ def docs(session: nox.Session) -> None:
         "--clean",
         *session.posargs,
         env={"NO_MKDOCS_2_WARNING": "1"},  # MkDocs 1.x's banner about its successor
+    )
+
+
+@nox.session(python=PYTHON)
+def viewer(session: nox.Session) -> None:
+    """The HTML plan viewer in a real headless Chromium (tests/viewer, screenshots in build/).
+
+    Uses the system's Chromium (Debian's `chromium` package; .ci/run installs it) through
+    Playwright, which never downloads a browser of its own here. Without Chromium the
+    tests skip, except under CI=true, where they fail.
+    """
+    session.install(*nox.project.dependency_groups(PYPROJECT, "viewer"), CORE)
+    session.run(
+        "pytest", "tests/viewer", *session.posargs, env={"PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"}
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,6 +64,40 @@ def test_plan_prints_the_golden_output(run: Run, fmt: str, golden: str) -> None:
     status, out, err = run("plan", str(EXAMPLES / "colocated_strided.yaml"), "--format", fmt)
     assert (status, err) == (0, "")
     assert out == (Path(__file__).parent / "golden" / golden).read_text(encoding="utf-8")
+
+
+def test_plan_prints_an_svg(run: Run) -> None:
+    status, out, err = run("plan", HETEROGENEOUS, "--format", "svg")
+    assert (status, err) == (0, "")
+    root = ET.fromstring(out)
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert root.get("aria-label") == (
+        "placement plan: 18 nodes, 128 accelerators, 4 components, 530 processes"
+    )
+
+
+def test_plan_writes_html_to_the_output_file(run: Run, tmp_path: Path) -> None:
+    target = tmp_path / "plan.html"
+    status, out, err = run("plan", HETEROGENEOUS, "--format", "html", "--output", str(target))
+    assert (status, out, err) == (0, "", "")
+    page = target.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<title>placement plan: 18 nodes" in page
+
+
+def test_plan_output_works_for_text_formats_too(run: Run, tmp_path: Path) -> None:
+    target = tmp_path / "map.txt"
+    _, printed, _ = run("plan", HETEROGENEOUS, "--format", "map")
+    status, out, _ = run("plan", HETEROGENEOUS, "--format", "map", "-o", str(target))
+    assert (status, out) == (0, "")
+    assert target.read_text(encoding="utf-8") == printed
+
+
+def test_plan_to_an_unwritable_output_exits_1_naming_it(run: Run, tmp_path: Path) -> None:
+    target = tmp_path / "missing" / "plan.svg"
+    status, out, err = run("plan", HETEROGENEOUS, "--format", "svg", "--output", str(target))
+    assert (status, out) == (1, "")
+    assert err == f"placement: error: cannot write {target}: No such file or directory\n"
 
 
 def test_plan_expand(run: Run) -> None:
@@ -316,7 +351,7 @@ def test_malformed_snapshot_names_the_file(
         (),
         ("plan",),
         ("frobnicate",),
-        ("plan", HETEROGENEOUS, "--format", "svg"),
+        ("plan", HETEROGENEOUS, "--format", "png"),
         ("plan", HETEROGENEOUS, "--accelerators-per-node", "-1"),
         ("plan", HETEROGENEOUS, "--accelerators-per-node", "eight"),
     ],

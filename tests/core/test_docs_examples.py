@@ -197,7 +197,8 @@ def test_console_output_is_real(
     else:
         main(argv[1:])
         captured = capsys.readouterr()
-        printed = (captured.out + captured.err).rstrip("\n").split("\n")
+        text = captured.out + captured.err
+        printed = text.rstrip("\n").split("\n") if text else []  # --output prints nothing
     printed = [line.rstrip() for line in printed]
     expected = [line.rstrip() for line in expected]
     if "..." not in expected:

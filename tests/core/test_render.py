@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from placement_core import Plan, plan
-from placement_core.render import plan_to_dict, render_json, render_map, render_table
+from placement_core.render import (
+    plan_to_dict,
+    render_json,
+    render_map,
+    render_svg,
+    render_table,
+)
 
 GOLDEN = Path(__file__).parent / "golden"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -51,6 +57,11 @@ def test_table_golden(name: str) -> None:
 @pytest.mark.parametrize("name", ["colocated_strided", "disaggregated", "heterogeneous"])
 def test_map_golden(name: str) -> None:
     check_golden(f"{name}.map.txt", render_map(example(name)))
+
+
+@pytest.mark.parametrize("name", ["colocated_strided", "heterogeneous"])
+def test_svg_golden(name: str) -> None:
+    check_golden(f"{name}.svg", render_svg(example(name)))
 
 
 def test_json_golden() -> None:

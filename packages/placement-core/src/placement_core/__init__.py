@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 
+from . import render as _render  # noqa: F401  (registers the plan's notebook picture)
 from ._plan import NodeOccupancy, Occupancy, Plan, plan
 from ._version import __version__
 from .config import (

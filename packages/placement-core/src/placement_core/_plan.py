@@ -16,7 +16,7 @@ plan carries a warning. A share is declared when the components
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -41,6 +41,20 @@ Occupant = tuple[str, int]
 """``(component, rank)`` of a process."""
 
 _NODE_FACTOR = 1 << 24
+
+# The renderers build on this module, so they register the notebook picture here rather
+# than being imported by it (the package has no import cycle).
+_notebook_view: Callable[[Plan], str] | None = None
+
+
+def set_notebook_view(view: Callable[[Plan], str]) -> None:
+    """Draw plans in notebooks with ``view`` (what ``Plan._repr_html_`` returns).
+
+    ``placement_core.render`` registers its SVG picture when imported, and
+    ``import placement_core`` imports it.
+    """
+    global _notebook_view
+    _notebook_view = view
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +220,13 @@ class Plan:
     def __reduce__(self) -> tuple[Any, ...]:
         # MappingProxyType does not pickle; plans cross Ray process boundaries.
         return (_rebuild_plan, (self.config, self.inventory, dict(self.components), self.warnings))
+
+    def _repr_html_(self) -> str | None:
+        """The plan's picture in a notebook (Jupyter calls this); see :func:`set_notebook_view`.
+
+        None (the notebook falls back to ``repr``) while no view is registered.
+        """
+        return None if _notebook_view is None else _notebook_view(self)
 
     def occupancy(self) -> Occupancy:
         """Who sits on every accelerator, hardware device and node (computed once)."""

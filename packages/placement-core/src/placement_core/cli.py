@@ -3,7 +3,8 @@
 ::
 
     placement plan CONFIG [--inventory SNAPSHOT.json ...] [--accelerators-per-node N]
-                          [--allow-missing-snapshots] [--format table|map|json] [--expand]
+                          [--allow-missing-snapshots] [--format table|map|json|svg|html]
+                          [--expand] [--output FILE]
     placement validate CONFIG [--inventory ...] [--accelerators-per-node N]
                               [--allow-missing-snapshots]
     placement schema
@@ -30,7 +31,7 @@ from ._yamlio import line_of, yaml_lines
 from .config import ClusterConfig, config_json_schema, load_config
 from .errors import ConfigError, PlacementError
 from .inventory import MAX_ACCELERATORS_PER_NODE
-from .render import render_json, render_map, render_table
+from .render import render_html, render_json, render_map, render_svg, render_table
 from .render._text import plural
 from .sources import inventory_for
 
@@ -38,6 +39,7 @@ __all__ = ["build_parser", "main"]
 
 PROG = "placement"
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+FORMATS = ("table", "map", "json", "svg", "html")
 
 
 def _count(text: str) -> int:
@@ -99,9 +101,17 @@ def build_parser() -> argparse.ArgumentParser:
     plan_parser.add_argument(
         "--format",
         "-f",
-        choices=("table", "map", "json"),
+        choices=FORMATS,
         default="table",
-        help="table: per-process rows; map: node x accelerator grid; json: everything",
+        help="table: per-process rows; map: node x accelerator grid; json: everything; "
+        "svg: the map as a picture with a tooltip per accelerator; html: that picture in "
+        "one self-contained page (hover cards, component filter)",
+    )
+    plan_parser.add_argument(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="write to FILE (UTF-8) instead of standard output",
     )
     plan_parser.add_argument(
         "--expand", action="store_true", help="table: one row per process, no folding"
@@ -137,14 +147,28 @@ def _make_plan(config: ClusterConfig, args: argparse.Namespace) -> Plan:
     return plan(config, inventory)
 
 
-def _run_plan(args: argparse.Namespace, out: TextIO) -> int:
-    result = _make_plan(load_config(args.config), args)
+def _render(result: Plan, args: argparse.Namespace) -> str:
     if args.format == "json":
-        out.write(render_json(result))
-    elif args.format == "map":
-        out.write(render_map(result))
-    else:
-        out.write(render_table(result, fold=not args.expand))
+        return render_json(result)
+    if args.format == "map":
+        return render_map(result)
+    if args.format == "svg":
+        return render_svg(result)
+    if args.format == "html":
+        return render_html(result)
+    return render_table(result, fold=not args.expand)
+
+
+def _run_plan(args: argparse.Namespace, out: TextIO) -> int:
+    text = _render(_make_plan(load_config(args.config), args), args)
+    if args.output is None:
+        out.write(text)
+        return EXIT_OK
+    try:
+        Path(args.output).write_text(text, encoding="utf-8")
+    except OSError as error:
+        sys.stderr.write(f"{PROG}: error: cannot write {args.output}: {error.strerror or error}\n")
+        return EXIT_INVALID
     return EXIT_OK
 
 

@@ -1,16 +1,31 @@
-"""Text and JSON views of a plan, as the ``placement plan --format`` options print them.
+"""Text, JSON and picture views of a plan, as the ``placement plan --format`` options print them.
 
 - :func:`render_table`: per component, one row per process (runs of identical rows
   folded), with node, resources, visible devices, local rank and group.
 - :func:`render_map`: a node x accelerator grid of who sits where, so colocation shows
   at a glance; identical consecutive nodes are folded and long maps are capped.
 - :func:`render_json` / :func:`plan_to_dict`: the machine-readable plan.
+- :func:`render_svg`: the map as a picture, a tooltip on every accelerator.
+- :func:`render_html`: that picture in one self-contained interactive page.
 """
 
 from __future__ import annotations
 
+from placement_core._plan import set_notebook_view
+
+from .html import notebook_html, render_html
 from .json import plan_to_dict, render_json
 from .map import render_map
+from .svg import render_svg
 from .table import render_table
 
-__all__ = ["plan_to_dict", "render_json", "render_map", "render_table"]
+set_notebook_view(notebook_html)
+
+__all__ = [
+    "plan_to_dict",
+    "render_html",
+    "render_json",
+    "render_map",
+    "render_svg",
+    "render_table",
+]

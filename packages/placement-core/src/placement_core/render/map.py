@@ -9,12 +9,10 @@ are folded into their first and last node, and the map stops after ``max_nodes``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-
 from placement_core._plan import NodeOccupancy, Plan
 from placement_core.inventory import Node
-from placement_core.ranks import format_rank_list
 
+from ._grid import Fold, component_codes, device_name, fold_nodes, occupants_label
 from ._text import HardwareNumbers, align, hardware_numbers, node_kind, summary, warnings_block
 
 __all__ = ["component_codes", "render_map"]
@@ -22,57 +20,14 @@ __all__ = ["component_codes", "render_map"]
 FREE = "."
 
 
-def component_codes(names: Sequence[str]) -> dict[str, str]:
-    """Short, unique codes for component names: the shortest unique prefix of each.
-
-    >>> component_codes(["actor", "agent", "rollout"])
-    {'actor': 'ac', 'agent': 'ag', 'rollout': 'r'}
-    """
-    codes: dict[str, str] = {}
-    for name in names:
-        for length in range(1, len(name) + 1):
-            prefix = name[:length]
-            if all(other == name or other[:length] != prefix for other in names):
-                break
-        else:
-            prefix = name
-        # A code ending in a digit would run into the rank numbers that follow it.
-        codes[name] = prefix + ":" if prefix[-1:].isdigit() else prefix
-    return codes
-
-
-def _occupants(occupants: Iterable[tuple[str, int]], codes: dict[str, str]) -> str:
-    by_component: dict[str, list[int]] = {}
-    for component, rank in occupants:
-        by_component.setdefault(component, []).append(rank)
-    return "+".join(
-        codes[component] + format_rank_list(sorted(ranks))
-        for component, ranks in by_component.items()
-    )
-
-
-def _shape(node: Node, occupancy: NodeOccupancy) -> tuple[object, ...]:
-    """What a node's row looks like, ignoring the rank numbers."""
-    cells = tuple(
-        tuple(dict.fromkeys(c for c, _ in occupancy.accelerators.get(a.index, ())))
-        for a in node.accelerators
-    )
-    hardware = tuple(
-        (key, tuple(dict.fromkeys(c for c, _ in occupants)))
-        for key, occupants in sorted(occupancy.hardware.items())
-    )
-    node_level = tuple(dict.fromkeys(c for c, _ in occupancy.node))
-    return node_kind(node), cells, hardware, node_level
-
-
 def _extras(occupancy: NodeOccupancy, codes: dict[str, str], numbers: HardwareNumbers) -> str:
     parts = [
-        f"{kind} #{numbers[occupancy.node_rank, kind.casefold(), index]}: "
-        f"{_occupants(occupants, codes) or FREE}"
+        f"{device_name(kind, index, occupancy.node_rank, numbers)}: "
+        f"{occupants_label(occupants, codes) or FREE}"
         for (kind, index), occupants in sorted(occupancy.hardware.items())
     ]
     if occupancy.node:
-        parts.append(f"node: {_occupants(occupancy.node, codes)}")
+        parts.append(f"node: {occupants_label(occupancy.node, codes)}")
     return "; ".join(parts)
 
 
@@ -95,31 +50,20 @@ def render_map(plan: Plan, *, max_nodes: int = 64) -> str:
     header = ("NODE", "ACCELERATORS", *(str(i) for i in range(width)), "NODE-LEVEL / HARDWARE")
     rows: list[tuple[str, ...]] = [header]
     notes: list[tuple[int, str]] = []  # (row index it follows, text)
-    shown = 0
-    i = 0
-    while i < len(nodes) and shown < max_nodes:
-        shape = _shape(nodes[i], occupancy[i])
-        end = i
-        while end + 1 < len(nodes) and _shape(nodes[end + 1], occupancy[end + 1]) == shape:
-            end += 1
-        rows.append(_row(nodes[i], occupancy[i], width, codes, numbers))
-        shown += 1
-        if end - i >= 2:
-            notes.append((len(rows) - 1, f"nodes {i + 1}-{end - 1}: same layout, ranks continue"))
-        if end > i and shown < max_nodes:
-            rows.append(_row(nodes[end], occupancy[end], width, codes, numbers))
-            shown += 1
-        elif end > i:
-            end = i
-        i = end + 1
+    folded = fold_nodes(plan, max_nodes=max_nodes)
+    for item in folded.items:
+        if isinstance(item, Fold):
+            notes.append((len(rows) - 1, item.text))
+        else:
+            rows.append(_row(nodes[item], occupancy[item], width, codes, numbers))
     lines = [f"map: {summary(plan)}", _legend(codes), ""]
     aligned = align(rows)
     for index, line in enumerate(aligned):
         lines.append(line)
         lines += [f"{'⋮':<4}  {text}" for after, text in notes if after == index]
-    if i < len(nodes):
+    if folded.not_shown:
         lines.append(
-            f"... {len(nodes) - i} more nodes not shown (--format table or json lists all)"
+            f"... {folded.not_shown} more nodes not shown (--format table or json lists all)"
         )
     lines += warnings_block(plan)
     return "\n".join(lines) + "\n"
@@ -138,7 +82,7 @@ def _row(
     numbers: HardwareNumbers,
 ) -> tuple[str, ...]:
     cells = [
-        _occupants(occupancy.accelerators.get(a.index, ()), codes) or FREE
+        occupants_label(occupancy.accelerators.get(a.index, ()), codes) or FREE
         for a in node.accelerators
     ]
     cells += [""] * (width - len(cells))
