@@ -17,6 +17,7 @@ import logging
 from . import render as _render  # noqa: F401  (registers the plan's notebook picture)
 from ._plan import NodeOccupancy, Occupancy, Plan, plan
 from ._version import __version__
+from .assignments import Assignment, plan_from_assignments
 from .config import (
     AcceleratorSpec,
     ClusterConfig,
@@ -50,6 +51,7 @@ from .ranks import format_rank_list, parse_rank_list
 from .records import Placement
 from .rules import parse_rule
 from .sources import attach_hardware, inventory_for, inventory_from_snapshots, node_from_snapshot
+from .sharing import shared_ranks
 from .spaces import ResourceSpace, build_space
 from .strategies import flexible, node, packed, strided_rollout
 
@@ -61,6 +63,7 @@ __all__ = [
     "RESERVED_ENV_VARS",
     "VISIBILITY_ENV_VARS",
     "Accelerator",
+    "Assignment",
     "AcceleratorSpec",
     "ClusterConfig",
     "ComponentRule",
@@ -100,8 +103,10 @@ __all__ = [
     "parse_rank_list",
     "parse_rule",
     "plan",
+    "plan_from_assignments",
     "register_hardware",
     "registered_hardware",
+    "shared_ranks",
     "strided_rollout",
     "worker_env",
 ]

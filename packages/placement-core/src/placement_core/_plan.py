@@ -106,12 +106,17 @@ class Plan:
         inventory: The nodes planned for (hardware attached).
         components: Component name -> placements in rank order; config order.
         warnings: Things that are allowed but probably unintended.
+        assigned: True when built by
+            :func:`~placement_core.assignments.plan_from_assignments`: the placements come
+            from explicit assignments, not from the config's rules, so the plan cannot be
+            re-planned from its config.
     """
 
     config: ClusterConfig
     inventory: Inventory
     components: Mapping[str, tuple[Placement, ...]]
     warnings: tuple[str, ...] = ()
+    assigned: bool = False
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __repr__(self) -> str:
@@ -219,7 +224,11 @@ class Plan:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # MappingProxyType does not pickle; plans cross Ray process boundaries.
-        return (_rebuild_plan, (self.config, self.inventory, dict(self.components), self.warnings))
+        components = dict(self.components)
+        return (
+            _rebuild_plan,
+            (self.config, self.inventory, components, self.warnings, self.assigned),
+        )
 
     def _repr_html_(self) -> str | None:
         """The plan's picture in a notebook (Jupyter calls this); see :func:`set_notebook_view`.
@@ -242,8 +251,9 @@ def _rebuild_plan(
     inventory: Inventory,
     components: dict[str, tuple[Placement, ...]],
     warnings: tuple[str, ...],
+    assigned: bool = False,
 ) -> Plan:
-    return Plan(config, inventory, MappingProxyType(components), warnings)
+    return Plan(config, inventory, MappingProxyType(components), warnings, assigned)
 
 
 def plan(

@@ -22,6 +22,7 @@ from .errors import PlacementRuleError
 from .inventory import Inventory
 from .records import Placement, build_placements
 from .rules import Entry
+from .sharing import shared_ranks
 from .spaces import ResourceSpace, SpaceRun, build_space, group_labels, node_runs
 
 if TYPE_CHECKING:
@@ -407,23 +408,6 @@ def strided_rollout(
     placements = strategy.place(space, inventory=inventory)
     if trainer is None:
         trainer = packed(start, last, 1, 1, node_group).place(space, inventory=inventory)
-    owners: dict[object, list[int]] = {}
-    for placement in trainer:
-        for index in placement.hardware_ranks:
-            key = _device_key(inventory, placement.node_rank, index)
-            owners.setdefault(key, []).append(placement.rank)
-    shared: list[tuple[int, ...]] = []
-    for placement in placements:
-        ranks: set[int] = set()
-        for index in placement.hardware_ranks:
-            ranks.update(owners.get(_device_key(inventory, placement.node_rank, index), ()))
-        shared.append(tuple(sorted(ranks)))
-    return StridedRollout(trainer_tp, rollout_tp, strategy, placements, tuple(shared))
+    shared = shared_ranks(trainer, placements, inventory)
+    return StridedRollout(trainer_tp, rollout_tp, strategy, placements, shared)
 
-
-def _device_key(inventory: Inventory, node_rank: int, index: int) -> object:
-    if 0 <= node_rank < inventory.num_nodes:
-        for accelerator in inventory.nodes[node_rank].accelerators:
-            if accelerator.index == index and accelerator.uuid:
-                return accelerator.uuid
-    return (node_rank, index)
