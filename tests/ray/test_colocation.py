@@ -9,8 +9,8 @@ from ray.util.placement_group import placement_group_table
 
 from placement_core import plan
 from placement_core.inventory import Accelerator, Inventory, Node
-from placement_ray.cluster import Cluster
-from placement_ray.colocation import (
+from placement_ray._cluster import Cluster
+from placement_ray._colocation import (
     GpuShare,
     check_shares,
     default_share,
@@ -19,7 +19,7 @@ from placement_ray.colocation import (
 )
 from placement_ray.demo.workers import DemoWorker
 from placement_ray.errors import ArgumentError, OversubscribedGPUError
-from placement_ray.launch import default_shares, launch, map_gpus
+from placement_ray._launch import default_shares, launch, map_gpus
 
 
 @pytest.mark.parametrize(("given_share", "kept"), [(1, 1.0), (0.4, 0.4), (0.33333, 0.3333)])

@@ -16,10 +16,10 @@ import pytest
 from ray.util.placement_group import placement_group_table
 
 from placement_core import plan
-from placement_ray.cluster import Cluster
+from placement_ray._cluster import Cluster
 from placement_ray.demo.workers import DemoWorker
 from placement_ray.errors import ArgumentError, InterpreterError, WorkerCallError
-from placement_ray.launch import HARDWARE_CONFIG_ENV, Launch, launch
+from placement_ray._launch import HARDWARE_CONFIG_ENV, Launch, launch
 
 from .conftest import wait_until_idle
 
@@ -227,7 +227,7 @@ def test_nonexistent_interpreter_fails_before_anything_is_created(cluster: Clust
 
 def test_plan_made_offline_is_replanned_on_the_live_nodes(cluster: Cluster) -> None:
     from placement_core.inventory import Inventory
-    from placement_ray.launch import _live_plan
+    from placement_ray._launch import _live_plan
 
     offline = plan(
         {"cluster": {"num_nodes": 3, "component_placement": {"actor": "4-7"}}},

@@ -36,8 +36,8 @@ from __future__ import annotations
 import logging
 
 from ._version import __version__
-from .allocate import Worker, allocate, check_interpreters, wait_started
-from .cluster import Cluster, wait_for_nodes
+from ._allocate import Worker, allocate, check_interpreters, wait_started
+from ._cluster import Cluster, wait_for_nodes
 from .errors import (
     ArgumentError,
     ClusterError,
@@ -57,22 +57,22 @@ from .errors import (
     WorkerStartTimeoutError,
     WorkerTimeoutError,
 )
-from .failure import HealthReport, Occupant, check_health, occupants
-from .feasibility import check_feasible
-from .groups import (
+from ._failure import HealthReport, Occupant, check_health, occupants
+from ._feasibility import check_feasible
+from ._placement_groups import (
     BundleSlot,
     OrderedPlacementGroup,
     create_placement_group,
     order_bundles,
     probe_bundle_gpus,
 )
-from .launch import Launch, launch
-from .order import NODE_RANK_ENV_VARS, NODE_RANK_LABEL, NodeFacts, order_nodes
-from .rollout import RolloutEngine, RolloutEngines, create_rollout_engines
-from .slime import RoleBundles, SlimeLayout, create_placement_groups
-from .train_group import TrainGroup, create_train_group
-from .worker import hand_over_master_port, hand_over_ports
-from .worker_group import WorkerGroup
+from ._launch import Launch, launch
+from ._node_order import NODE_RANK_ENV_VARS, NODE_RANK_LABEL, NodeFacts, order_nodes
+from ._slime.rollout import RolloutEngine, RolloutEngines, create_rollout_engines
+from ._slime.layout import RoleBundles, SlimeLayout, create_placement_groups
+from ._slime.train_group import TrainGroup, create_train_group
+from ._worker import hand_over_master_port, hand_over_ports
+from ._worker_group import WorkerGroup
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 

@@ -22,7 +22,7 @@ from placement_core.sources import node_from_snapshot
 
 from ._rayapi import alive_nodes
 from .errors import ClusterError
-from .order import NODE_RANK_ENV_VARS, NodeFacts, order_nodes
+from ._node_order import NODE_RANK_ENV_VARS, NodeFacts, order_nodes
 
 __all__ = [
     "accelerators_from_snapshot",

@@ -7,7 +7,7 @@ and listening, so nothing else can take them) and, where asked, defers the user'
 port, node 0's ``dist_init_addr``). Ports are released only at hand-over, from inside the
 worker::
 
-    from placement_ray.worker import hand_over_master_port
+    from placement_ray._worker import hand_over_master_port
     port = hand_over_master_port()      # right before init_process_group binds it
     torch.distributed.init_process_group("nccl", init_method=f"tcp://{addr}:{port}", ...)
 

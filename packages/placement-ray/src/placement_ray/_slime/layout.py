@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from ray.util.placement_group import PlacementGroup
 
-from .cluster import Cluster
-from .errors import ArgumentError
-from .groups import BundleSlot, OrderedPlacementGroup, create_placement_group
+from .._cluster import Cluster
+from ..errors import ArgumentError
+from .._placement_groups import BundleSlot, OrderedPlacementGroup, create_placement_group
 
 __all__ = ["RoleBundles", "SlimeLayout", "create_placement_groups", "slime_bundle_counts"]
 

@@ -15,13 +15,13 @@ from typing import Any
 from placement_core.env import worker_env
 from placement_core.records import Placement
 
-from .allocate import Worker, allocate, boot, release
-from .cluster import Cluster
-from .colocation import GpuShare, check_shares, ledger, validate_share
-from .errors import ArgumentError
-from .slime import RoleBundles, SlimeLayout
-from .worker import COMPONENT_ENV, MASTER_PORT_BLOCK
-from .worker_group import WorkerGroup
+from .._allocate import Worker, allocate, boot, release
+from .._cluster import Cluster
+from .._colocation import GpuShare, check_shares, ledger, validate_share
+from ..errors import ArgumentError
+from .layout import RoleBundles, SlimeLayout
+from .._worker import COMPONENT_ENV, MASTER_PORT_BLOCK
+from .._worker_group import WorkerGroup
 
 __all__ = [
     "COLOCATE_TRAIN_SHARE",

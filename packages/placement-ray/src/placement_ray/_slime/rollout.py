@@ -7,7 +7,7 @@ its first bundle, with child-task capture, and sees exactly its GPUs, renumbered
 ``0..k-1`` under the visibility variable. Per actor, named port blocks (server, nccl, a
 dist-init block of ``30 + dp_size``) are reserved and HELD inside the actor, on its own
 node, so engines on one node never collide and nothing else can take the ports before
-the engine's server binds them (``placement_ray.worker.hand_over_ports("server")``).
+the engine's server binds them (``placement_ray._worker.hand_over_ports("server")``).
 
 Strided colocation: given the trainer's TP size ``t``, engines of TP ``r`` use core's
 packed placement with ``per_process=r, stride=t/r`` over the trainer's GPUs, and each
@@ -24,14 +24,14 @@ from placement_core.env import visibility_env
 from placement_core.inventory import Accelerator, Inventory, Node
 from placement_core.strategies import strided_rollout
 
-from .allocate import Worker, allocate, boot, release
-from .cluster import Cluster
-from .colocation import GpuShare, check_shares, shared_ranks, validate_share
-from .errors import ArgumentError
-from .slime import RoleBundles, SlimeLayout
+from .._allocate import Worker, allocate, boot, release
+from .._cluster import Cluster
+from .._colocation import GpuShare, check_shares, shared_ranks, validate_share
+from ..errors import ArgumentError
+from .layout import RoleBundles, SlimeLayout
 from .train_group import used_shares
-from .worker import COMPONENT_ENV
-from .worker_group import WorkerGroup
+from .._worker import COMPONENT_ENV
+from .._worker_group import WorkerGroup
 
 __all__ = [
     "DIST_INIT_ADDR_ENV",
