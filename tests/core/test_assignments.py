@@ -28,9 +28,7 @@ def test_ranks_follow_the_order_of_the_assignments() -> None:
 
 
 def test_local_ranks_count_the_component_per_node() -> None:
-    p = plan_from_assignments(
-        {"actor": [(0, (0,)), (1, (0,)), (0, (1,))]}, Inventory.uniform(2, 2)
-    )
+    p = plan_from_assignments({"actor": [(0, (0,)), (1, (0,)), (0, (1,))]}, Inventory.uniform(2, 2))
     assert [(x.local_rank, x.local_world_size) for x in p.components["actor"]] == [
         (0, 2),
         (0, 1),
@@ -130,3 +128,15 @@ def test_shared_ranks_matches_devices_by_uuid() -> None:
     )
     p = plan_from_assignments({"a": [(0, (0,))], "b": [(1, (0,))]}, Inventory(nodes))
     assert shared_ranks(p.components["a"], p.components["b"], p.inventory) == ((0,),)
+
+
+def test_shared_ranks_by_node_and_index() -> None:
+    trainer = [(0, (g,)) for g in range(4)] + [(1, (g,)) for g in range(4)]
+    rollout = [(0, (0, 2)), (0, (1, 3)), (1, (0, 2))]
+    p = plan_from_assignments({"a": trainer, "r": rollout}, Inventory.uniform(2, 4))
+    assert shared_ranks(p.components["a"], p.components["r"]) == ((0, 2), (1, 3), (4, 6))
+
+
+def test_shared_ranks_without_uuids_match_by_node_and_index() -> None:
+    p = plan_from_assignments({"a": [(0, (0,))], "b": [(1, (0,))]}, Inventory.uniform(2, 1))
+    assert shared_ranks(p.components["a"], p.components["b"], p.inventory) == ((),)

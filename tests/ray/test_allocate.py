@@ -10,6 +10,7 @@ import ray
 
 from placement_ray._allocate import allocate, check_interpreters, wait_started
 from placement_ray._cluster import Cluster
+from placement_ray._placement_groups import create_placement_group
 from placement_ray.demo.workers import DemoWorker
 from placement_ray.errors import (
     ArgumentError,
@@ -17,7 +18,6 @@ from placement_ray.errors import (
     WorkerStartError,
     WorkerStartTimeoutError,
 )
-from placement_ray._placement_groups import create_placement_group
 
 
 def test_worker_runs_on_its_node_and_sees_exactly_its_gpus(

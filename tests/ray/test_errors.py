@@ -117,5 +117,7 @@ def test_error_derives_from_root_and_builtin(
     assert isinstance(error, builtin)
 
 
-def test_root_derives_only_from_exception() -> None:
-    assert ROOT.__bases__ == (Exception,)
+def test_root_derives_only_from_the_core_root() -> None:
+    from placement_core import PlacementError
+
+    assert ROOT.__bases__ == (PlacementError,)

@@ -17,9 +17,9 @@ from ray.util.placement_group import placement_group_table
 
 from placement_core import plan
 from placement_ray._cluster import Cluster
+from placement_ray._launch import HARDWARE_CONFIG_ENV, Launch, launch
 from placement_ray.demo.workers import DemoWorker
 from placement_ray.errors import ArgumentError, InterpreterError, WorkerCallError
-from placement_ray._launch import HARDWARE_CONFIG_ENV, Launch, launch
 
 from .conftest import wait_until_idle
 

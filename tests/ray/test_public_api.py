@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import inspect
+import pkgutil
 import subprocess
 import sys
+import types
+
+import pytest
 
 import placement_ray
+from placement_core import PlacementError
 from placement_ray import errors
 
 
@@ -26,9 +31,6 @@ def test_every_error_class_is_exported_at_the_top() -> None:
 
 def test_the_launch_layer_is_exported() -> None:
     assert {
-        "allocate",
-        "check_interpreters",
-        "wait_started",
         "Worker",
         "launch",
         "Launch",
@@ -41,6 +43,42 @@ def test_the_launch_layer_is_exported() -> None:
         "hand_over_master_port",
         "hand_over_ports",
     } <= set(placement_ray.__all__)
+
+
+@pytest.mark.parametrize("name", placement_ray.__all__)
+def test_every_export_imports_by_name(name: str) -> None:
+    exec(f"from placement_ray import {name}", {})
+
+
+@pytest.mark.parametrize("name", [n for n in placement_ray.__all__ if n != "__version__"])
+def test_no_export_is_a_module(name: str) -> None:
+    assert not isinstance(getattr(placement_ray, name), types.ModuleType)
+
+
+def test_no_submodule_is_named_like_an_export() -> None:
+    submodules = {m.name for m in pkgutil.iter_modules(placement_ray.__path__)}
+    assert submodules & set(placement_ray.__all__) == set()
+
+
+def test_every_submodule_but_errors_and_demo_is_private() -> None:
+    public = {m.name for m in pkgutil.iter_modules(placement_ray.__path__)}
+    assert {n for n in public if not n.startswith("_")} == {"errors", "demo"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        n
+        for n in placement_ray.__all__
+        if callable(getattr(placement_ray, n)) or inspect.isclass(getattr(placement_ray, n))
+    ],
+)
+def test_every_callable_export_has_a_docstring(name: str) -> None:
+    assert inspect.getdoc(getattr(placement_ray, name))
+
+
+def test_every_error_is_a_placement_error() -> None:
+    assert issubclass(errors.PlacementRayError, PlacementError)
 
 
 def test_import_connects_to_nothing() -> None:

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from placement_ray._cluster import Cluster
-from placement_ray.demo.workers import DemoEngine
-from placement_ray.errors import ArgumentError
+from placement_ray._slime.layout import RoleBundles, SlimeLayout, create_placement_groups
 from placement_ray._slime.rollout import (
     DIST_INIT_ADDR_ENV,
     RolloutEngines,
@@ -19,7 +18,8 @@ from placement_ray._slime.rollout import (
     default_port_blocks,
     engine_gpu_sets,
 )
-from placement_ray._slime.layout import RoleBundles, SlimeLayout, create_placement_groups
+from placement_ray.demo.workers import DemoEngine
+from placement_ray.errors import ArgumentError
 
 from .conftest import wait_until_idle
 

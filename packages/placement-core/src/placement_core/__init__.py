@@ -50,8 +50,8 @@ from .inventory import Accelerator, HardwareDevice, Inventory, Node
 from .ranks import format_rank_list, parse_rank_list
 from .records import Placement
 from .rules import parse_rule
-from .sources import attach_hardware, inventory_for, inventory_from_snapshots, node_from_snapshot
 from .sharing import shared_ranks
+from .sources import attach_hardware, inventory_for, inventory_from_snapshots, node_from_snapshot
 from .spaces import ResourceSpace, build_space
 from .strategies import flexible, node, packed, strided_rollout
 
@@ -63,8 +63,8 @@ __all__ = [
     "RESERVED_ENV_VARS",
     "VISIBILITY_ENV_VARS",
     "Accelerator",
-    "Assignment",
     "AcceleratorSpec",
+    "Assignment",
     "ClusterConfig",
     "ComponentRule",
     "ConfigError",

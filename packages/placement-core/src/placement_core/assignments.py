@@ -161,4 +161,3 @@ def _check(path: str, entry: Any, inventory: Inventory) -> tuple[int, tuple[int,
     if len(set(ids)) != len(ids):
         raise PlacementRuleError(f"accelerator ids repeat: {list(ids)}", path=path)
     return node_rank, ids
-

@@ -410,4 +410,3 @@ def strided_rollout(
         trainer = packed(start, last, 1, 1, node_group).place(space, inventory=inventory)
     shared = shared_ranks(trainer, placements, inventory)
     return StridedRollout(trainer_tp, rollout_tp, strategy, placements, shared)
-

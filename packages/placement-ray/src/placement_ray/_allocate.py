@@ -34,13 +34,13 @@ from ray.util.scheduling_strategies import (
 from placement_core.env import visibility_env
 
 from ._colocation import ledger, validate_share
+from ._worker import WorkerSpec, actor_default_options, wrap_class
 from .errors import (
     ArgumentError,
     InterpreterError,
     WorkerStartError,
     WorkerStartTimeoutError,
 )
-from ._worker import WorkerSpec, actor_default_options, wrap_class
 
 if TYPE_CHECKING:
     from ._cluster import Cluster

@@ -30,10 +30,10 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from placement_core.inventory import Inventory, Node
 
-from ._rayapi import alive_nodes, head_node_id
 from ._discovery import discover_inventory
-from .errors import ArgumentError, ClusterError, ForeignClusterError, NodesNotReadyError
 from ._node_order import NODE_RANK_LABEL
+from ._rayapi import alive_nodes, head_node_id
+from .errors import ArgumentError, ClusterError, ForeignClusterError, NodesNotReadyError
 
 __all__ = [
     "CLUSTER_ID_ENV",

@@ -20,9 +20,9 @@ from placement_core.errors import InventoryError
 from placement_core.inventory import Accelerator, Inventory, Node
 from placement_core.sources import node_from_snapshot
 
+from ._node_order import NODE_RANK_ENV_VARS, NodeFacts, order_nodes
 from ._rayapi import alive_nodes
 from .errors import ClusterError
-from ._node_order import NODE_RANK_ENV_VARS, NodeFacts, order_nodes
 
 __all__ = [
     "accelerators_from_snapshot",

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
 
-from .errors import NodeLostError
 from ._placement_groups import OrderedPlacementGroup
+from .errors import NodeLostError
 
 if TYPE_CHECKING:
     from ._cluster import Cluster

@@ -32,19 +32,19 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from placement_core import Plan, plan
+from placement_core import Plan, plan, plan_from_assignments, shared_ranks
 from placement_core.config import ClusterConfig
 from placement_core.env import HARDWARE_CONFIG_ENV, HARDWARE_TYPE_ENV, visibility_env
 from placement_core.records import Placement
 
 from ._allocate import Worker, check_interpreters
 from ._cluster import Cluster
-from ._colocation import GpuShare, check_shares, default_share, ledger, shared_ranks, validate_share
-from .errors import ArgumentError
+from ._colocation import GpuShare, check_shares, default_share, ledger, validate_share
 from ._placement_groups import OrderedPlacementGroup, create_placement_group
 from ._startup import Start, start_workers
 from ._worker import COMPONENT_ENV, MASTER_PORT_BLOCK
 from ._worker_group import WorkerGroup
+from .errors import ArgumentError
 
 __all__ = [
     "COMPONENT_ENV",
@@ -326,9 +326,14 @@ class Launch:
 
         GPUs are matched by UUID where the inventory knows it, else by (node, physical id).
         """
-        users = [[(w.node_rank, g) for g in w.gpu_ids] for w in self[component].workers]
-        owners = [[(w.node_rank, g) for g in w.gpu_ids] for w in self[owner].workers]
-        return shared_ranks(owners, users, self.cluster.inventory)
+        held = plan_from_assignments(
+            {
+                "owner": [(w.node_rank, w.gpu_ids) for w in self[owner].workers],
+                "user": [(w.node_rank, w.gpu_ids) for w in self[component].workers],
+            },
+            self.cluster.inventory,
+        )
+        return shared_ranks(held.components["owner"], held.components["user"], held.inventory)
 
     def verify(self) -> list[str]:
         """Compare what every worker reported with its placement; one line per mismatch."""
@@ -485,9 +490,7 @@ def launch(
     for w in pending:
         p = w.placement
         physical = (
-            tuple(mapping[(p.node_rank, g)][0] for g in p.hardware_ranks)
-            if w.kind == "gpu"
-            else ()
+            tuple(mapping[(p.node_rank, g)][0] for g in p.hardware_ranks) if w.kind == "gpu" else ()
         )
         bundle = None
         if w.kind == "gpu" and group is not None:

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from ._allocate import Worker, release
-from .errors import ArgumentError, WorkerCallError, WorkerTimeoutError
 from ._failure import HealthReport, Occupant, check_health
 from ._worker import MASTER_PORT_BLOCK
+from .errors import ArgumentError, WorkerCallError, WorkerTimeoutError
 
 if TYPE_CHECKING:
     from ._cluster import Cluster

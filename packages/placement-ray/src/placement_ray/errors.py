@@ -2,7 +2,8 @@
 
 Hierarchy::
 
-    PlacementRayError                        root; never raised directly
+    placement_core.PlacementError            root of the whole stack
+    └── PlacementRayError                    root of placement-ray; never raised directly
     ├── ArgumentError (ValueError)           a bad argument: names it, its value, what fits
     │   ├── InterpreterError                 a node group's interpreter cannot run Ray
     │   │                                    workers on its node
@@ -40,6 +41,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from placement_core.errors import PlacementError
+
 __all__ = [
     "ArgumentError",
     "ClusterError",
@@ -61,11 +64,14 @@ __all__ = [
 ]
 
 
-class PlacementRayError(Exception):
+class PlacementRayError(PlacementError):
     """Root of every placement-ray error. Catch this to catch them all.
 
+    It derives from ``placement_core.PlacementError``, so one ``except PlacementError``
+    catches what any package of the stack reports.
+
     Attributes:
-        message: The full message.
+        message: The full message (also ``reason``; ``path`` is None).
     """
 
     def __init__(self, message: str) -> None:

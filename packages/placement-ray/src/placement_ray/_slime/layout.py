@@ -19,9 +19,13 @@ from dataclasses import dataclass
 
 from ray.util.placement_group import PlacementGroup
 
-from .._cluster import Cluster
-from ..errors import ArgumentError
-from .._placement_groups import BundleSlot, OrderedPlacementGroup, create_placement_group
+from placement_ray._cluster import Cluster
+from placement_ray._placement_groups import (
+    BundleSlot,
+    OrderedPlacementGroup,
+    create_placement_group,
+)
+from placement_ray.errors import ArgumentError
 
 __all__ = ["RoleBundles", "SlimeLayout", "create_placement_groups", "slime_bundle_counts"]
 

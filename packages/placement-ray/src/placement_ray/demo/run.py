@@ -167,8 +167,8 @@ def _plan_env(group: Any) -> Callable[[Any], dict[str, str]]:
 
 
 def _slime(cluster: Any, checks: Checks) -> None:
-    from placement_ray._slime.rollout import create_rollout_engines
     from placement_ray._slime.layout import create_placement_groups
+    from placement_ray._slime.rollout import create_rollout_engines
     from placement_ray._slime.train_group import create_train_group
 
     from .workers import DemoEngine, DemoTrainer
