@@ -116,13 +116,26 @@ def test_a_process_of_another_cluster_is_refused(
     assert info.value.found == ray_env.cluster_id
 
 
+def test_by_default_the_process_environment_is_left_alone(
+    ray_env: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PLACEMENT_CLUSTER_ID", raising=False)
+    import os
+
+    attached = Cluster()
+    try:
+        assert "PLACEMENT_CLUSTER_ID" not in os.environ
+    finally:
+        attached.shutdown()
+
+
 def test_export_env_sets_and_shutdown_restores_the_attach_variables(
     ray_env: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("PLACEMENT_JOB", raising=False)
     import os
 
-    attached = Cluster()
+    attached = Cluster(export_env=True)
     assert os.environ["PLACEMENT_JOB"] == "tests"
     assert os.environ["PLACEMENT_CLUSTER_ID"] == ray_env.cluster_id
     attached.shutdown()

@@ -167,10 +167,8 @@ class Plan:
         return placements[rank]
 
     def master_addr(self, component: str) -> str:
-        """Rank 0's node address: its ip, else hostname, else node id."""
-        first = self.placement(component, 0)
-        node = self.inventory.nodes[first.node_rank]
-        return node.ip or node.hostname or first.node_id
+        """Rank 0's node address (``Node.address``: its ip, else hostname, else node id)."""
+        return self.inventory.nodes[self.placement(component, 0).node_rank].address
 
     def env(
         self,

@@ -19,7 +19,7 @@
    ``MASTER_PORT`` in its own process (bound and held) and reports it; the other ranks
    learn it before their ``__init__`` runs. Rank 0 releases it only at hand-over
    (``WorkerGroup.hand_over_master_port()`` or, in the worker,
-   ``placement_ray._worker.hand_over_master_port()``).
+   ``placement_ray.hand_over_master_port()``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,13 @@ from typing import Any
 
 from placement_core import Plan, plan, plan_from_assignments, shared_ranks
 from placement_core.config import ClusterConfig
-from placement_core.env import HARDWARE_CONFIG_ENV, HARDWARE_TYPE_ENV, visibility_env
+from placement_core.env import (
+    HARDWARE_CONFIG_ENV,
+    HARDWARE_TYPE_ENV,
+    RANK_ENV_VARS,
+    VISIBILITY_ENV_VARS,
+    visibility_env,
+)
 from placement_core.records import Placement
 
 from ._allocate import Worker, check_interpreters
@@ -372,14 +378,7 @@ def _compare(worker: Worker, report: Mapping[str, Any], group: WorkerGroup) -> l
     out = []
     if report.get("node_id") != worker.node_id:
         out.append(f"{who}: runs on node {report.get('node_id')}, expected {worker.node_id}")
-    for key in (
-        "RANK",
-        "LOCAL_RANK",
-        "WORLD_SIZE",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-        "CUDA_VISIBLE_DEVICES",
-    ):
+    for key in (*sorted(RANK_ENV_VARS), *sorted({v.env_var for v in VISIBILITY_ENV_VARS.values()})):
         expected = worker.env.get(key)
         if key == "MASTER_PORT" and group.master_port is not None:
             expected = str(group.master_port)

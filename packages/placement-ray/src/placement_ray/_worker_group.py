@@ -211,7 +211,7 @@ class WorkerGroup:
         """Have rank 0 release the held ``MASTER_PORT`` now; the consumer binds it next.
 
         Call it right before the workers' ``init_process_group`` (or let the workers call
-        ``placement_ray._worker.hand_over_master_port()`` themselves).
+        ``placement_ray.hand_over_master_port()`` themselves).
 
         Raises:
             ArgumentError: the group holds no master port.

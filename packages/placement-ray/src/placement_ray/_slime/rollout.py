@@ -7,7 +7,7 @@ its first bundle, with child-task capture, and sees exactly its GPUs, renumbered
 ``0..k-1`` under the visibility variable. Per actor, named port blocks (server, nccl, a
 dist-init block of ``30 + dp_size``) are reserved and HELD inside the actor, on its own
 node, so engines on one node never collide and nothing else can take the ports before
-the engine's server binds them (``placement_ray._worker.hand_over_ports("server")``).
+the engine's server binds them (``placement_ray.hand_over_ports("server")``).
 
 Strided colocation: given the trainer's TP size ``t``, engines of TP ``r`` use core's
 packed placement with ``per_process=r, stride=t/r`` over the trainer's GPUs, and each
@@ -22,14 +22,14 @@ from typing import Any
 
 from placement_core.assignments import plan_from_assignments
 from placement_core.env import visibility_env
-from placement_core.inventory import Accelerator, Inventory, Node
+from placement_core.inventory import Inventory, Node
 from placement_core.sharing import shared_ranks
 from placement_core.strategies import strided_rollout
 from placement_ray._allocate import Worker
 from placement_ray._cluster import Cluster
 from placement_ray._colocation import GpuShare, check_shares, validate_share
 from placement_ray._startup import Start, start_workers
-from placement_ray._worker import COMPONENT_ENV
+from placement_ray._worker import COMPONENT_ENV, DIST_INIT_ADDR_ENV
 from placement_ray._worker_group import WorkerGroup
 from placement_ray.errors import ArgumentError
 
@@ -48,9 +48,6 @@ __all__ = [
 
 ENGINE_GPU_SHARE = 0.2
 """Default GPU share of an engine actor in its first bundle."""
-
-DIST_INIT_ADDR_ENV = "PLACEMENT_DIST_INIT_ADDR"
-"""Where every actor of an engine finds node 0's ``host:port`` for distributed init."""
 
 DIST_INIT_BLOCK = "dist_init"
 
@@ -127,10 +124,7 @@ def _sub_inventory(cluster: Cluster, bundles: RoleBundles) -> tuple[Inventory, l
     for i, node_rank in enumerate(real):
         node = cluster.node(node_rank)
         known = {a.index: a for a in node.accelerators}
-        accelerators = tuple(
-            known.get(g, Accelerator(index=g, type=node.accelerator_type or "nvidia"))
-            for g in sorted(gpus[node_rank])
-        )
+        accelerators = tuple(known[g] for g in sorted(gpus[node_rank]))
         nodes.append(Node(rank=i, node_id=node.node_id, ip=node.ip, accelerators=accelerators))
     return Inventory(tuple(nodes)), real
 
