@@ -43,7 +43,7 @@ from ray.util.scheduling_strategies import (
     PlacementGroupSchedulingStrategy,
 )
 
-from placement_ray._cluster import Cluster
+from placement_ray import Cluster
 from placement_ray._placement_groups import NODE_ID_LABEL, create_placement_group
 
 BUNDLE = {"GPU": 1.0, "CPU": 1.0}

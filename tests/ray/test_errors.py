@@ -56,6 +56,7 @@ CASES: list[tuple[errors.PlacementRayError, type[Exception]]] = [
     ),
     (errors.WorkerTimeoutError("slow", method="train", pending=[0, 3]), TimeoutError),
     (errors.PortNotHeldError("no block 'nccl'"), LookupError),
+    (errors.UnknownRoleError("role: unknown role 'critic'"), KeyError),
 ]
 
 

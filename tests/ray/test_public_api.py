@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
 import pkgutil
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +89,16 @@ def test_import_connects_to_nothing() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    "module", ["_allocate", "_failure", "_launch", "_startup", "_worker", "_worker_group"]
+)
+def test_generic_modules_do_not_import_slime_code(module: str) -> None:
+    source = Path(placement_ray.__file__).with_name(f"{module}.py").read_text()
+    imported = [
+        node.module or ""
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom)
+    ]
+    assert [m for m in imported if "slime" in m] == []

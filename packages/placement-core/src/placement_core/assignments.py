@@ -93,7 +93,7 @@ def plan_from_assignments(
 
 def _placements(
     name: str,
-    entries: Sequence[Assignment],
+    entries: Any,
     inventory: Inventory,
     config: ClusterConfig,
     node_group: str,

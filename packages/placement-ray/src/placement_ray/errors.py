@@ -7,7 +7,8 @@ Hierarchy::
     ├── ArgumentError (ValueError)           a bad argument: names it, its value, what fits
     │   ├── InterpreterError                 a node group's interpreter cannot run Ray
     │   │                                    workers on its node
-    │   └── OversubscribedGPUError           fractional GPU shares on one GPU sum to > 1
+    │   ├── OversubscribedGPUError           fractional GPU shares on one GPU sum to > 1
+    │   └── UnknownRoleError (KeyError)      a slime layout has no such role
     ├── ClusterError (RuntimeError)          cannot connect, or connected to the wrong
     │   │                                    cluster / namespace
     │   └── ForeignClusterError              the Ray cluster is not the one this job runs on
@@ -57,6 +58,7 @@ __all__ = [
     "PlacementRayError",
     "PortNotHeldError",
     "ProbeError",
+    "UnknownRoleError",
     "WorkerCallError",
     "WorkerStartError",
     "WorkerStartTimeoutError",
@@ -123,6 +125,10 @@ class OversubscribedGPUError(ArgumentError):
     ) -> None:
         self.gpus = tuple((w, t, tuple(s)) for w, t, s in gpus)
         super().__init__(message)
+
+
+class UnknownRoleError(ArgumentError, KeyError):
+    """A slime layout was indexed with a role it does not have (``actor`` / ``rollout``)."""
 
 
 class ClusterError(PlacementRayError, RuntimeError):

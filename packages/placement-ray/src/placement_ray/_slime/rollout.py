@@ -307,8 +307,8 @@ def create_rollout_engines(
         trainer = bundle_plan(cluster, "actor", layout.actor).components["actor"]
         per_actor = shared_ranks(trainer, the_plan.components["rollout"], cluster.inventory)
         for e in range(len(sets)):
-            members = (r for i, owner in enumerate(engine_of) if owner == e for r in per_actor[i])
-            shared[e] = tuple(sorted(set(members)))
+            ranks = {r for i, owner in enumerate(engine_of) if owner == e for r in per_actor[i]}
+            shared[e] = tuple(sorted(ranks))
     engines = []
     for e, parts in enumerate(sets):
         members = [i for i, owner in enumerate(engine_of) if owner == e]
