@@ -15,9 +15,10 @@ from __future__ import annotations
 import logging
 
 from . import render as _render  # noqa: F401  (registers the plan's notebook picture)
+from ._assignments import plan_from_assignments
 from ._plan import NodeOccupancy, Occupancy, Plan, plan
+from ._sharing import shared_ranks
 from ._version import __version__
-from .assignments import Assignment, plan_from_assignments
 from .config import (
     AcceleratorSpec,
     ClusterConfig,
@@ -50,7 +51,6 @@ from .inventory import Accelerator, HardwareDevice, Inventory, Node
 from .ranks import format_rank_list, parse_rank_list
 from .records import Placement
 from .rules import parse_rule
-from .sharing import shared_ranks
 from .sources import attach_hardware, inventory_for, inventory_from_snapshots, node_from_snapshot
 from .spaces import ResourceSpace, build_space
 from .strategies import flexible, node, packed, strided_rollout
@@ -64,7 +64,6 @@ __all__ = [
     "VISIBILITY_ENV_VARS",
     "Accelerator",
     "AcceleratorSpec",
-    "Assignment",
     "ClusterConfig",
     "ComponentRule",
     "ConfigError",

@@ -107,7 +107,7 @@ class Plan:
         components: Component name -> placements in rank order; config order.
         warnings: Things that are allowed but probably unintended.
         assigned: True when built by
-            :func:`~placement_core.assignments.plan_from_assignments`: the placements come
+            :func:`~placement_core.plan_from_assignments`: the placements come
             from explicit assignments, not from the config's rules, so the plan cannot be
             re-planned from its config.
     """

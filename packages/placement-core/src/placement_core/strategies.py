@@ -18,11 +18,11 @@ from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from ._scalars import is_int
+from ._sharing import shared_ranks
 from .errors import PlacementRuleError
 from .inventory import Inventory
 from .records import Placement, build_placements
 from .rules import Entry
-from .sharing import shared_ranks
 from .spaces import ResourceSpace, SpaceRun, build_space, group_labels, node_runs
 
 if TYPE_CHECKING:

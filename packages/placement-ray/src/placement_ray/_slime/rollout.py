@@ -20,10 +20,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from placement_core.assignments import plan_from_assignments
+from placement_core import plan_from_assignments, shared_ranks
 from placement_core.env import visibility_env
 from placement_core.inventory import Inventory, Node
-from placement_core.sharing import shared_ranks
 from placement_core.strategies import strided_rollout
 from placement_ray._allocate import Worker
 from placement_ray._cluster import Cluster

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from placement_core.assignments import plan_from_assignments
+from placement_core import Plan, plan_from_assignments
 from placement_core.env import check_user_env
-from placement_core.plan import Plan
 from placement_ray._cluster import Cluster
 from placement_ray._colocation import GpuShare, check_shares, ledger, validate_share
 from placement_ray._startup import Start, start_workers

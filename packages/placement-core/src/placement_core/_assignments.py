@@ -3,7 +3,7 @@
 A config's rules are one way to decide where processes run; a slime layout, an RLinf
 strategy or a hand-written list are others. :func:`plan_from_assignments` turns any of
 them (per component, per rank: a node rank and that node's accelerator ids) into the same
-:class:`~placement_core.plan.Plan` a config gives, so everything downstream (worker
+:class:`~placement_core.Plan` a config gives, so everything downstream (worker
 environments, occupancy, launching) has one input.
 """
 
@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from ._plan import Plan
 from .config import ClusterConfig, load_config
 from .errors import PlacementRuleError
 from .inventory import Inventory
-from .plan import Plan
 from .records import Placement
 
 __all__ = ["Assignment", "plan_from_assignments"]
