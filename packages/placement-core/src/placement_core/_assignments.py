@@ -45,8 +45,8 @@ def plan_from_assignments(
     ...     {"actor": [(0, (0, 1)), (1, (0, 1))], "rollout": [(1, (2,))]},
     ...     Inventory.uniform(2, 4),
     ... )
-    >>> [(x.node_rank, x.hardware_ranks, x.local_rank) for x in p.components["actor"]]
-    [(0, (0, 1), 0), (1, (0, 1), 0)]
+    >>> tuple((x.node_rank, x.hardware_ranks, x.local_rank) for x in p.components["actor"])
+    ((0, (0, 1), 0), (1, (0, 1), 0))
     >>> p.env("rollout", 0)["CUDA_VISIBLE_DEVICES"]
     '2'
 
