@@ -43,8 +43,8 @@ from ray.util.scheduling_strategies import (
     PlacementGroupSchedulingStrategy,
 )
 
-from placement_ray.cluster import Cluster
-from placement_ray.groups import NODE_ID_LABEL, create_placement_group
+from placement_ray import Cluster
+from placement_ray._placement_groups import NODE_ID_LABEL, create_placement_group
 
 BUNDLE = {"GPU": 1.0, "CPU": 1.0}
 

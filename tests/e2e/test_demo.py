@@ -56,7 +56,6 @@ def test_demo_agrees_with_the_plan_and_stays_on_loopback() -> None:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    started = time.monotonic()
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
     env.pop("RAY_ADDRESS", None)
     try:
@@ -71,11 +70,9 @@ def test_demo_agrees_with_the_plan_and_stays_on_loopback() -> None:
     finally:
         done.set()
         sampler.join(timeout=5)
-    elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert " 0 mismatches" in result.stdout
     assert "rollout rank -> trainer ranks on its GPUs: 0->[0, 2], 1->[1, 3]" in result.stdout
     assert "sees dist_init_addr" in result.stdout
     exposed = {(a, p) for a, p in seen - before if not _loopback(a)}
     assert not exposed, f"listening beyond loopback: {sorted(exposed)}"
-    assert elapsed < 180, f"the demo took {elapsed:.0f}s"

@@ -93,7 +93,7 @@ def sim_cluster() -> Iterator[SimulatedCluster]:
 @pytest.fixture(scope="session")
 def cluster(sim_cluster: SimulatedCluster) -> Any:
     """placement-ray's view of the session cluster."""
-    from placement_ray.cluster import Cluster
+    from placement_ray._cluster import Cluster
 
     if not ray.is_initialized():
         reconnect_session()

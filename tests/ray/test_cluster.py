@@ -7,8 +7,8 @@ import json
 import pytest
 import ray
 
-from placement_ray.cluster import STATE_ACTOR_NAME, Cluster, wait_for_nodes
-from placement_ray.discovery import discover_nodes
+from placement_ray._cluster import STATE_ACTOR_NAME, Cluster, wait_for_nodes
+from placement_ray._discovery import discover_nodes
 from placement_ray.errors import (
     ArgumentError,
     ClusterError,
@@ -73,7 +73,7 @@ def test_a_worker_process_of_the_job_sees_the_same_view(ray_env: Cluster) -> Non
 
 def test_a_subprocess_given_attach_env_joins_the_same_view(ray_env: Cluster) -> None:
     code = (
-        "from placement_ray.cluster import Cluster\n"
+        "from placement_ray._cluster import Cluster\n"
         "import json\n"
         "c = Cluster(export_env=False)\n"
         "print(json.dumps([c.job, c.namespace, [n.node_id for n in c.nodes]]))\n"
@@ -88,7 +88,7 @@ def test_another_job_gets_its_own_namespace_and_cannot_see_our_actors(ray_env: C
     env = {"RAY_ADDRESS": ray_env.address, "PLACEMENT_JOB": "other"}
     code = (
         "import ray, json\n"
-        "from placement_ray.cluster import Cluster, STATE_ACTOR_NAME\n"
+        "from placement_ray._cluster import Cluster, STATE_ACTOR_NAME\n"
         "c = Cluster(export_env=False)\n"
         "try:\n"
         "    ray.get_actor(STATE_ACTOR_NAME, namespace='placement-tests')\n"
@@ -116,13 +116,26 @@ def test_a_process_of_another_cluster_is_refused(
     assert info.value.found == ray_env.cluster_id
 
 
+def test_by_default_the_process_environment_is_left_alone(
+    ray_env: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PLACEMENT_CLUSTER_ID", raising=False)
+    import os
+
+    attached = Cluster()
+    try:
+        assert "PLACEMENT_CLUSTER_ID" not in os.environ
+    finally:
+        attached.shutdown()
+
+
 def test_export_env_sets_and_shutdown_restores_the_attach_variables(
     ray_env: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("PLACEMENT_JOB", raising=False)
     import os
 
-    attached = Cluster()
+    attached = Cluster(export_env=True)
     assert os.environ["PLACEMENT_JOB"] == "tests"
     assert os.environ["PLACEMENT_CLUSTER_ID"] == ray_env.cluster_id
     attached.shutdown()
@@ -188,7 +201,7 @@ def test_a_job_name_that_contradicts_the_connection_is_an_error(ray_env: Cluster
 def test_without_an_address_a_local_cluster_is_started_never_a_stray_one() -> None:
     code = (
         "import json, ray\n"
-        "from placement_ray.cluster import Cluster\n"
+        "from placement_ray._cluster import Cluster\n"
         "c = Cluster(num_gpus=2, num_cpus=1, node_ip_address='127.0.0.1', export_env=False)\n"
         "out = [c.started_local, c.num_nodes, list(c.node(0).accelerator_ids), c.job]\n"
         "c.shutdown()\n"
@@ -202,7 +215,7 @@ def test_without_an_address_a_local_cluster_is_started_never_a_stray_one() -> No
 
 def test_a_child_of_a_job_without_an_address_refuses_to_start_a_cluster() -> None:
     code = (
-        "from placement_ray.cluster import Cluster\n"
+        "from placement_ray._cluster import Cluster\n"
         "from placement_ray.errors import ClusterError\n"
         "try:\n"
         "    Cluster(export_env=False)\n"

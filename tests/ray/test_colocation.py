@@ -8,18 +8,17 @@ from hypothesis import strategies as st
 from ray.util.placement_group import placement_group_table
 
 from placement_core import plan
-from placement_core.inventory import Accelerator, Inventory, Node
-from placement_ray.cluster import Cluster
-from placement_ray.colocation import (
+from placement_core.inventory import Inventory
+from placement_ray._cluster import Cluster
+from placement_ray._colocation import (
     GpuShare,
     check_shares,
     default_share,
-    shared_ranks,
     validate_share,
 )
+from placement_ray._launch import default_shares, launch, map_gpus
 from placement_ray.demo.workers import DemoWorker
 from placement_ray.errors import ArgumentError, OversubscribedGPUError
-from placement_ray.launch import default_shares, launch, map_gpus
 
 
 @pytest.mark.parametrize(("given_share", "kept"), [(1, 1.0), (0.4, 0.4), (0.33333, 0.3333)])
@@ -77,26 +76,6 @@ def test_check_passes_exactly_when_every_gpu_sums_to_at_most_one(
     else:
         with pytest.raises(OversubscribedGPUError):
             check_shares(shares)
-
-
-def test_shared_ranks_by_node_and_index() -> None:
-    trainer = [[(0, g)] for g in range(4)] + [[(1, g)] for g in range(4)]
-    rollout = [[(0, 0), (0, 2)], [(0, 1), (0, 3)], [(1, 0), (1, 2)]]
-    assert shared_ranks(trainer, rollout) == ((0, 2), (1, 3), (4, 6))
-
-
-def test_shared_ranks_match_by_uuid_where_known() -> None:
-    # Node 1's GPU 0 and node 0's GPU 0 are one device seen twice (e.g. one host, two
-    # raylets): the UUID says so, the (node, index) pair does not.
-    device = Accelerator(index=0, uuid="GPU-same")
-    inventory = Inventory(
-        (
-            Node(rank=0, node_id="a", accelerators=(device,)),
-            Node(rank=1, node_id="b", accelerators=(device,)),
-        )
-    )
-    assert shared_ranks([[(0, 0)]], [[(1, 0)]], inventory) == ((0,),)
-    assert shared_ranks([[(0, 0)]], [[(1, 0)]]) == ((),)
 
 
 def test_launch_checks_sums_before_creating_anything(ray_env: Cluster) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from placement_ray.discovery import accelerators_from_snapshot, build_inventory
-from placement_ray.order import NodeFacts
+from placement_ray._discovery import accelerators_from_snapshot, build_inventory
+from placement_ray._node_order import NodeFacts
 
 H100 = {
     "index": 1,

@@ -56,6 +56,7 @@ CASES: list[tuple[errors.PlacementRayError, type[Exception]]] = [
     ),
     (errors.WorkerTimeoutError("slow", method="train", pending=[0, 3]), TimeoutError),
     (errors.PortNotHeldError("no block 'nccl'"), LookupError),
+    (errors.UnknownRoleError("role: unknown role 'critic'"), KeyError),
 ]
 
 
@@ -117,5 +118,7 @@ def test_error_derives_from_root_and_builtin(
     assert isinstance(error, builtin)
 
 
-def test_root_derives_only_from_exception() -> None:
-    assert ROOT.__bases__ == (Exception,)
+def test_root_derives_only_from_the_core_root() -> None:
+    from placement_core import PlacementError
+
+    assert ROOT.__bases__ == (PlacementError,)

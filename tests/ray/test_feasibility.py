@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from placement_ray._feasibility import check_feasible
 from placement_ray.errors import ArgumentError, InfeasiblePlacementGroupError
-from placement_ray.feasibility import check_feasible
 
 GPU = {"GPU": 1.0, "CPU": 1.0}
 NODES = [{"GPU": 4.0, "CPU": 8.0}] * 3

@@ -9,13 +9,13 @@ import ray
 from ray.util.placement_group import placement_group_table
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from placement_ray.cluster import Cluster
+from placement_ray._cluster import Cluster
+from placement_ray._placement_groups import OrderedPlacementGroup, create_placement_group
 from placement_ray.errors import (
     ArgumentError,
     InfeasiblePlacementGroupError,
     PlacementGroupTimeoutError,
 )
-from placement_ray.groups import OrderedPlacementGroup, create_placement_group
 
 from .conftest import GPUS_PER_NODE, NUM_NODES
 
@@ -163,8 +163,8 @@ def test_a_bad_timeout_is_an_error_before_anything_is_created(
 def test_a_bundle_off_its_pinned_node_is_refused(ray_env: Cluster) -> None:
     from ray.util.placement_group import placement_group
 
+    from placement_ray._placement_groups import NODE_ID_LABEL, _check_pins
     from placement_ray.errors import ClusterError
-    from placement_ray.groups import NODE_ID_LABEL, _check_pins
 
     pg = placement_group([GPU], bundle_label_selector=[{NODE_ID_LABEL: ray_env.node(0).node_id}])
     ray.get(pg.ready(), timeout=30)
@@ -173,7 +173,7 @@ def test_a_bundle_off_its_pinned_node_is_refused(ray_env: Cluster) -> None:
 
 
 def test_pins_use_the_node_id_label(ray_env: Cluster) -> None:
-    from placement_ray.groups import pin_selectors
+    from placement_ray._placement_groups import pin_selectors
 
     assert pin_selectors(ray_env, [None, 2]) == [{}, {"ray.io/node-id": ray_env.node(2).node_id}]
 
@@ -187,8 +187,8 @@ class Holder:
 def test_a_probe_that_cannot_run_times_out_with_a_clear_error(
     ray_env: Cluster, actors: list[object]
 ) -> None:
+    from placement_ray._placement_groups import probe_bundle_gpus
     from placement_ray.errors import ProbeError
-    from placement_ray.groups import probe_bundle_gpus
 
     group = create_placement_group(ray_env, [GPU], pin_to=[1])
     holder = Holder.options(  # type: ignore[attr-defined]

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from ray.util.placement_group import placement_group_table
 
-from placement_core import plan
-from placement_ray.cluster import Cluster
+from placement_core import Inventory, plan, plan_from_assignments
+from placement_ray._cluster import Cluster
+from placement_ray._launch import HARDWARE_CONFIG_ENV, Launch, launch
 from placement_ray.demo.workers import DemoWorker
 from placement_ray.errors import ArgumentError, InterpreterError, WorkerCallError
-from placement_ray.launch import HARDWARE_CONFIG_ENV, Launch, launch
 
 from .conftest import wait_until_idle
 
@@ -78,6 +78,15 @@ def test_partial_node_maps_plan_ids_onto_the_gpus_ray_reserved(ray_env: Cluster)
             assert worker.gpu_ids == (ray_gpu,)
             assert report["env"]["CUDA_VISIBLE_DEVICES"] == str(ray_gpu)
         assert [w.gpu_ids[0] for w in group.workers] == held  # order kept
+
+
+def test_a_plan_from_assignments_launches_as_it_is(ray_env: Cluster) -> None:
+    given = plan_from_assignments({"actor": [(1, (1,)), (2, (0, 3))]}, ray_env.inventory)
+    with launch(given, {"actor": DemoWorker}, ray_env, timeout_s=120) as launched:
+        assert launched.plan is given
+        assert launched.verify() == []
+        assert [w.node_rank for w in launched["actor"].workers] == [1, 2]
+        assert [r["env"]["WORLD_SIZE"] for r in launched["actor"].reports] == ["2", "2"]
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +236,7 @@ def test_nonexistent_interpreter_fails_before_anything_is_created(cluster: Clust
 
 def test_plan_made_offline_is_replanned_on_the_live_nodes(cluster: Cluster) -> None:
     from placement_core.inventory import Inventory
-    from placement_ray.launch import _live_plan
+    from placement_ray._launch import _live_plan
 
     offline = plan(
         {"cluster": {"num_nodes": 3, "component_placement": {"actor": "4-7"}}},
@@ -241,3 +250,11 @@ def test_plan_made_offline_is_replanned_on_the_live_nodes(cluster: Cluster) -> N
     )
     with pytest.raises(ArgumentError, match="made for another inventory"):
         _live_plan(other, cluster, ())
+
+
+def test_a_plan_from_assignments_for_other_nodes_is_refused(cluster: Cluster) -> None:
+    from placement_ray._launch import _live_plan
+
+    elsewhere = plan_from_assignments({"actor": [(0, (0,))]}, Inventory.uniform(3, 4))
+    with pytest.raises(ArgumentError, match="built from assignments for another inventory"):
+        _live_plan(elsewhere, cluster, ())

@@ -14,10 +14,10 @@ import pytest
 import ray
 from ray.util.placement_group import placement_group_table
 
-from placement_ray.cluster import Cluster
+from placement_ray._cluster import Cluster
+from placement_ray._failure import check_health, occupants
+from placement_ray._slime.layout import SlimeLayout, create_placement_groups
 from placement_ray.errors import NodeLostError
-from placement_ray.failure import check_health, occupants
-from placement_ray.slime import SlimeLayout, create_placement_groups
 
 from .conftest import connect, reconnect_session, start_simulated_cluster
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from placement_ray._node_order import NodeFacts, ip_sort_key, natural_key, order_nodes
 from placement_ray.errors import NodeOrderError
-from placement_ray.order import NodeFacts, ip_sort_key, natural_key, order_nodes
 
 
 def facts(node_id: str, ip: str = "10.0.0.1", hostname: str = "h", **kw: object) -> NodeFacts:

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
+import pkgutil
 import subprocess
 import sys
+import types
+from pathlib import Path
+
+import pytest
 
 import placement_ray
+from placement_core import PlacementError
 from placement_ray import errors
 
 
@@ -26,9 +33,6 @@ def test_every_error_class_is_exported_at_the_top() -> None:
 
 def test_the_launch_layer_is_exported() -> None:
     assert {
-        "allocate",
-        "check_interpreters",
-        "wait_started",
         "Worker",
         "launch",
         "Launch",
@@ -43,9 +47,58 @@ def test_the_launch_layer_is_exported() -> None:
     } <= set(placement_ray.__all__)
 
 
+@pytest.mark.parametrize("name", placement_ray.__all__)
+def test_every_export_imports_by_name(name: str) -> None:
+    exec(f"from placement_ray import {name}", {})
+
+
+@pytest.mark.parametrize("name", [n for n in placement_ray.__all__ if n != "__version__"])
+def test_no_export_is_a_module(name: str) -> None:
+    assert not isinstance(getattr(placement_ray, name), types.ModuleType)
+
+
+def test_no_submodule_is_named_like_an_export() -> None:
+    submodules = {m.name for m in pkgutil.iter_modules(placement_ray.__path__)}
+    assert submodules & set(placement_ray.__all__) == set()
+
+
+def test_every_submodule_but_errors_and_demo_is_private() -> None:
+    public = {m.name for m in pkgutil.iter_modules(placement_ray.__path__)}
+    assert {n for n in public if not n.startswith("_")} == {"errors", "demo"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        n
+        for n in placement_ray.__all__
+        if callable(getattr(placement_ray, n)) or inspect.isclass(getattr(placement_ray, n))
+    ],
+)
+def test_every_callable_export_has_a_docstring(name: str) -> None:
+    assert inspect.getdoc(getattr(placement_ray, name))
+
+
+def test_every_error_is_a_placement_error() -> None:
+    assert issubclass(errors.PlacementRayError, PlacementError)
+
+
 def test_import_connects_to_nothing() -> None:
     code = "import placement_ray, ray\nassert not ray.is_initialized()\n"
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    "module", ["_allocate", "_failure", "_launch", "_startup", "_worker", "_worker_group"]
+)
+def test_generic_modules_do_not_import_slime_code(module: str) -> None:
+    source = Path(placement_ray.__file__).with_name(f"{module}.py").read_text()
+    imported = [
+        node.module or ""
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom)
+    ]
+    assert [m for m in imported if "slime" in m] == []

@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from placement_ray.cluster import Cluster
-from placement_ray.demo.workers import DemoEngine
-from placement_ray.errors import ArgumentError
-from placement_ray.rollout import (
+from placement_ray._cluster import Cluster
+from placement_ray._slime.layout import RoleBundles, SlimeLayout, create_placement_groups
+from placement_ray._slime.rollout import (
     DIST_INIT_ADDR_ENV,
     RolloutEngines,
     create_rollout_engines,
     default_port_blocks,
     engine_gpu_sets,
 )
-from placement_ray.slime import RoleBundles, SlimeLayout, create_placement_groups
+from placement_ray.demo.workers import DemoEngine
+from placement_ray.errors import ArgumentError
 
 from .conftest import wait_until_idle
 

@@ -7,9 +7,9 @@ import time
 import pytest
 from ray.util.placement_group import placement_group_table
 
-from placement_ray.cluster import Cluster
+from placement_ray._cluster import Cluster
+from placement_ray._slime.layout import RoleBundles, create_placement_groups
 from placement_ray.errors import InfeasiblePlacementGroupError
-from placement_ray.slime import RoleBundles, create_placement_groups
 
 from .conftest import GPUS_PER_NODE
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from placement_ray._slime.layout import create_placement_groups, slime_bundle_counts
 from placement_ray.errors import ArgumentError
-from placement_ray.slime import create_placement_groups, slime_bundle_counts
 
 
 @pytest.mark.parametrize(

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 import pytest
 import ray
 
-from placement_ray.cluster import Cluster
+from placement_ray._cluster import Cluster
+from placement_ray._slime.layout import SlimeLayout, create_placement_groups
+from placement_ray._slime.rollout import create_rollout_engines
+from placement_ray._slime.train_group import TrainGroup, create_train_group
 from placement_ray.demo.workers import DemoEngine, DemoTrainer
 from placement_ray.errors import OversubscribedGPUError
-from placement_ray.rollout import create_rollout_engines
-from placement_ray.slime import SlimeLayout, create_placement_groups
-from placement_ray.train_group import TrainGroup, create_train_group
 
 from .conftest import wait_until_idle
 

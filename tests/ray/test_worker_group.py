@@ -11,10 +11,10 @@ import pytest
 import ray
 from ray.util.placement_group import placement_group_table
 
-from placement_ray.cluster import Cluster
+from placement_ray._cluster import Cluster
+from placement_ray._launch import Launch, launch
 from placement_ray.demo.workers import DemoWorker
 from placement_ray.errors import ArgumentError, NodeLostError, PortNotHeldError
-from placement_ray.launch import Launch, launch
 
 from .conftest import connect, reconnect_session, start_simulated_cluster
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 import logging
 
 from . import render as _render  # noqa: F401  (registers the plan's notebook picture)
+from ._assignments import plan_from_assignments
 from ._plan import NodeOccupancy, Occupancy, Plan, plan
+from ._sharing import shared_ranks
 from ._version import __version__
 from .config import (
     AcceleratorSpec,
@@ -100,8 +102,10 @@ __all__ = [
     "parse_rank_list",
     "parse_rule",
     "plan",
+    "plan_from_assignments",
     "register_hardware",
     "registered_hardware",
+    "shared_ranks",
     "strided_rollout",
     "worker_env",
 ]

@@ -106,12 +106,17 @@ class Plan:
         inventory: The nodes planned for (hardware attached).
         components: Component name -> placements in rank order; config order.
         warnings: Things that are allowed but probably unintended.
+        assigned: True when built by
+            :func:`~placement_core.plan_from_assignments`: the placements come
+            from explicit assignments, not from the config's rules, so the plan cannot be
+            re-planned from its config.
     """
 
     config: ClusterConfig
     inventory: Inventory
     components: Mapping[str, tuple[Placement, ...]]
     warnings: tuple[str, ...] = ()
+    assigned: bool = False
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __repr__(self) -> str:
@@ -162,10 +167,8 @@ class Plan:
         return placements[rank]
 
     def master_addr(self, component: str) -> str:
-        """Rank 0's node address: its ip, else hostname, else node id."""
-        first = self.placement(component, 0)
-        node = self.inventory.nodes[first.node_rank]
-        return node.ip or node.hostname or first.node_id
+        """Rank 0's node address (``Node.address``: its ip, else hostname, else node id)."""
+        return self.inventory.nodes[self.placement(component, 0).node_rank].address
 
     def env(
         self,
@@ -219,7 +222,11 @@ class Plan:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # MappingProxyType does not pickle; plans cross Ray process boundaries.
-        return (_rebuild_plan, (self.config, self.inventory, dict(self.components), self.warnings))
+        components = dict(self.components)
+        return (
+            _rebuild_plan,
+            (self.config, self.inventory, components, self.warnings, self.assigned),
+        )
 
     def _repr_html_(self) -> str | None:
         """The plan's picture in a notebook (Jupyter calls this); see :func:`set_notebook_view`.
@@ -242,8 +249,9 @@ def _rebuild_plan(
     inventory: Inventory,
     components: dict[str, tuple[Placement, ...]],
     warnings: tuple[str, ...],
+    assigned: bool = False,
 ) -> Plan:
-    return Plan(config, inventory, MappingProxyType(components), warnings)
+    return Plan(config, inventory, MappingProxyType(components), warnings, assigned)
 
 
 def plan(

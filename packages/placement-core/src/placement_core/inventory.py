@@ -78,6 +78,11 @@ class Node:
         """Physical indices of this node's accelerators, ascending."""
         return tuple(a.index for a in self.accelerators)
 
+    @property
+    def address(self) -> str:
+        """How other nodes reach this one (``MASTER_ADDR``): its IP, else hostname, else id."""
+        return self.ip or self.hostname or self.node_id
+
 
 @dataclass(frozen=True, slots=True)
 class Inventory:

@@ -18,6 +18,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from ._scalars import is_int
+from ._sharing import shared_ranks
 from .errors import PlacementRuleError
 from .inventory import Inventory
 from .records import Placement, build_placements
@@ -407,23 +408,5 @@ def strided_rollout(
     placements = strategy.place(space, inventory=inventory)
     if trainer is None:
         trainer = packed(start, last, 1, 1, node_group).place(space, inventory=inventory)
-    owners: dict[object, list[int]] = {}
-    for placement in trainer:
-        for index in placement.hardware_ranks:
-            key = _device_key(inventory, placement.node_rank, index)
-            owners.setdefault(key, []).append(placement.rank)
-    shared: list[tuple[int, ...]] = []
-    for placement in placements:
-        ranks: set[int] = set()
-        for index in placement.hardware_ranks:
-            ranks.update(owners.get(_device_key(inventory, placement.node_rank, index), ()))
-        shared.append(tuple(sorted(ranks)))
-    return StridedRollout(trainer_tp, rollout_tp, strategy, placements, tuple(shared))
-
-
-def _device_key(inventory: Inventory, node_rank: int, index: int) -> object:
-    if 0 <= node_rank < inventory.num_nodes:
-        for accelerator in inventory.nodes[node_rank].accelerators:
-            if accelerator.index == index and accelerator.uuid:
-                return accelerator.uuid
-    return (node_rank, index)
+    shared = shared_ranks(trainer, placements, inventory)
+    return StridedRollout(trainer_tp, rollout_tp, strategy, placements, shared)

@@ -26,11 +26,12 @@ from .errors import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._model import Accelerator, Link, MigInstance, NodeSnapshot
-    from ._snapshot import snapshot
+    from ._snapshot import NODE_RANK_ENVS, snapshot
     from .ports import PortReservation, find_free_ports, reserve_ports
 
 __all__ = [
     "BACKEND",
+    "NODE_RANK_ENVS",
     "Accelerator",
     "BackendMismatchError",
     "EnvVarError",
@@ -54,6 +55,7 @@ _LAZY = {
     "Link": "._model",
     "MigInstance": "._model",
     "NodeSnapshot": "._model",
+    "NODE_RANK_ENVS": "._snapshot",
     "snapshot": "._snapshot",
     "PortReservation": ".ports",
     "find_free_ports": ".ports",

@@ -59,6 +59,7 @@ def _raise_first(raw: RawNode) -> None:
 
 
 NODE_RANK_ENVS = ("PLACEMENT_NODE_RANK", "RLINF_NODE_RANK")
+"""Variables (set where a node's processes start) that fix the node's rank, first wins."""
 
 
 def node_rank_from_env() -> int | None:

@@ -26,7 +26,9 @@ slime's layout: ordered placement groups, a train group and rollout engines::
     )
     train.train(0)
 
-Every error derives from :class:`PlacementRayError` (see :mod:`placement_ray.errors`).
+Every error derives from :class:`PlacementRayError` (see :mod:`placement_ray.errors`),
+which derives from ``placement_core.PlacementError``. A plan made by any strategy
+(core's ``plan_from_assignments``) launches like one made from a config.
 Inside a worker, :func:`hand_over_master_port` / :func:`hand_over_ports` release the ports
 the worker holds right before the code that binds them.
 """
@@ -35,9 +37,18 @@ from __future__ import annotations
 
 import logging
 
+from ._allocate import Worker
+from ._cluster import Cluster
+from ._failure import HealthReport, Occupant, check_health, occupants
+from ._launch import Launch, launch
+from ._node_order import NODE_RANK_LABEL
+from ._placement_groups import BundleSlot, OrderedPlacementGroup, create_placement_group
+from ._slime.layout import RoleBundles, SlimeLayout, create_placement_groups
+from ._slime.rollout import RolloutEngine, RolloutEngines, create_rollout_engines
+from ._slime.train_group import TrainGroup, create_train_group
 from ._version import __version__
-from .allocate import Worker, allocate, check_interpreters, wait_started
-from .cluster import Cluster, wait_for_nodes
+from ._worker import hand_over_master_port, hand_over_ports
+from ._worker_group import WorkerGroup
 from .errors import (
     ArgumentError,
     ClusterError,
@@ -52,32 +63,16 @@ from .errors import (
     PlacementRayError,
     PortNotHeldError,
     ProbeError,
+    UnknownRoleError,
     WorkerCallError,
     WorkerStartError,
     WorkerStartTimeoutError,
     WorkerTimeoutError,
 )
-from .failure import HealthReport, Occupant, check_health, occupants
-from .feasibility import check_feasible
-from .groups import (
-    BundleSlot,
-    OrderedPlacementGroup,
-    create_placement_group,
-    order_bundles,
-    probe_bundle_gpus,
-)
-from .launch import Launch, launch
-from .order import NODE_RANK_ENV_VARS, NODE_RANK_LABEL, NodeFacts, order_nodes
-from .rollout import RolloutEngine, RolloutEngines, create_rollout_engines
-from .slime import RoleBundles, SlimeLayout, create_placement_groups
-from .train_group import TrainGroup, create_train_group
-from .worker import hand_over_master_port, hand_over_ports
-from .worker_group import WorkerGroup
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
-    "NODE_RANK_ENV_VARS",
     "NODE_RANK_LABEL",
     "ArgumentError",
     "BundleSlot",
@@ -88,7 +83,6 @@ __all__ = [
     "InfeasiblePlacementGroupError",
     "InterpreterError",
     "Launch",
-    "NodeFacts",
     "NodeLostError",
     "NodeOrderError",
     "NodesNotReadyError",
@@ -104,6 +98,7 @@ __all__ = [
     "RolloutEngines",
     "SlimeLayout",
     "TrainGroup",
+    "UnknownRoleError",
     "Worker",
     "WorkerCallError",
     "WorkerGroup",
@@ -111,10 +106,7 @@ __all__ = [
     "WorkerStartTimeoutError",
     "WorkerTimeoutError",
     "__version__",
-    "allocate",
-    "check_feasible",
     "check_health",
-    "check_interpreters",
     "create_placement_group",
     "create_placement_groups",
     "create_rollout_engines",
@@ -123,9 +115,4 @@ __all__ = [
     "hand_over_ports",
     "launch",
     "occupants",
-    "order_bundles",
-    "order_nodes",
-    "probe_bundle_gpus",
-    "wait_for_nodes",
-    "wait_started",
 ]

@@ -2,11 +2,13 @@
 
 Hierarchy::
 
-    PlacementRayError                        root; never raised directly
+    placement_core.PlacementError            root of the whole stack
+    └── PlacementRayError                    root of placement-ray; never raised directly
     ├── ArgumentError (ValueError)           a bad argument: names it, its value, what fits
     │   ├── InterpreterError                 a node group's interpreter cannot run Ray
     │   │                                    workers on its node
-    │   └── OversubscribedGPUError           fractional GPU shares on one GPU sum to > 1
+    │   ├── OversubscribedGPUError           fractional GPU shares on one GPU sum to > 1
+    │   └── UnknownRoleError (KeyError)      a slime layout has no such role
     ├── ClusterError (RuntimeError)          cannot connect, or connected to the wrong
     │   │                                    cluster / namespace
     │   └── ForeignClusterError              the Ray cluster is not the one this job runs on
@@ -40,6 +42,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from placement_core.errors import PlacementError
+
 __all__ = [
     "ArgumentError",
     "ClusterError",
@@ -54,6 +58,7 @@ __all__ = [
     "PlacementRayError",
     "PortNotHeldError",
     "ProbeError",
+    "UnknownRoleError",
     "WorkerCallError",
     "WorkerStartError",
     "WorkerStartTimeoutError",
@@ -61,11 +66,14 @@ __all__ = [
 ]
 
 
-class PlacementRayError(Exception):
+class PlacementRayError(PlacementError):
     """Root of every placement-ray error. Catch this to catch them all.
 
+    It derives from ``placement_core.PlacementError``, so one ``except PlacementError``
+    catches what any package of the stack reports.
+
     Attributes:
-        message: The full message.
+        message: The full message (also ``reason``; ``path`` is None).
     """
 
     def __init__(self, message: str) -> None:
@@ -117,6 +125,10 @@ class OversubscribedGPUError(ArgumentError):
     ) -> None:
         self.gpus = tuple((w, t, tuple(s)) for w, t, s in gpus)
         super().__init__(message)
+
+
+class UnknownRoleError(ArgumentError, KeyError):
+    """A slime layout was indexed with a role it does not have (``actor`` / ``rollout``)."""
 
 
 class ClusterError(PlacementRayError, RuntimeError):

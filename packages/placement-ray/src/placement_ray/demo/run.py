@@ -167,9 +167,7 @@ def _plan_env(group: Any) -> Callable[[Any], dict[str, str]]:
 
 
 def _slime(cluster: Any, checks: Checks) -> None:
-    from placement_ray.rollout import create_rollout_engines
-    from placement_ray.slime import create_placement_groups
-    from placement_ray.train_group import create_train_group
+    from placement_ray import create_placement_groups, create_rollout_engines, create_train_group
 
     from .workers import DemoEngine, DemoTrainer
 
@@ -280,7 +278,7 @@ def _launch(
     import yaml
 
     from placement_core.config import load_config
-    from placement_ray.launch import launch
+    from placement_ray import launch
 
     from .workers import DemoWorker
 
@@ -370,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import ray
     from ray.cluster_utils import Cluster as SimulatedCluster
 
-    from placement_ray.cluster import Cluster
+    from placement_ray import Cluster
 
     # The demo's output is for a person: Ray's own INFO lines (address overwrites,
     # "Connected to Ray cluster") would interleave with the tables.

@@ -38,7 +38,7 @@ class DemoWorker:
         Returns:
             ``(RANK, port, whether this rank bound it)``.
         """
-        from placement_ray.worker import hand_over_master_port
+        from placement_ray import hand_over_master_port
 
         port = hand_over_master_port()
         if _rank() != 0:

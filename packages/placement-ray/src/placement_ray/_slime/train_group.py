@@ -12,21 +12,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from placement_core.env import worker_env
-from placement_core.records import Placement
+from placement_core import Plan, plan_from_assignments
+from placement_core.env import check_user_env
+from placement_ray._cluster import Cluster
+from placement_ray._colocation import GpuShare, check_shares, ledger, validate_share
+from placement_ray._startup import Start, start_workers
+from placement_ray._worker import COMPONENT_ENV
+from placement_ray._worker_group import WorkerGroup
+from placement_ray.errors import ArgumentError
 
-from .allocate import Worker, allocate, boot, release
-from .cluster import Cluster
-from .colocation import GpuShare, check_shares, ledger, validate_share
-from .errors import ArgumentError
-from .slime import RoleBundles, SlimeLayout
-from .worker import COMPONENT_ENV, MASTER_PORT_BLOCK
-from .worker_group import WorkerGroup
+from .layout import RoleBundles, SlimeLayout
 
 __all__ = [
     "COLOCATE_TRAIN_SHARE",
     "TrainGroup",
-    "bundle_placements",
+    "bundle_plan",
     "create_train_group",
     "used_shares",
 ]
@@ -89,38 +89,10 @@ class TrainGroup(WorkerGroup):
         return self.execute_async("update_weights", *args, **kwargs)
 
 
-def bundle_placements(
-    cluster: Cluster, gpus: Sequence[tuple[int, tuple[int, ...]]], *, group: str = "cluster"
-) -> tuple[Placement, ...]:
-    """Placement records (SPEC 7) for workers given as ``(node rank, GPU ids)`` by rank."""
-    counts: dict[int, int] = {}
-    order: dict[int, int] = {}
-    for node_rank, _ in gpus:
-        counts[node_rank] = counts.get(node_rank, 0) + 1
-        order.setdefault(node_rank, len(order))
-    seen: dict[int, int] = {}
-    out = []
-    for rank, (node_rank, ids) in enumerate(gpus):
-        node = cluster.node(node_rank)
-        local = seen.get(node_rank, 0)
-        seen[node_rank] = local + 1
-        out.append(
-            Placement(
-                rank=rank,
-                node_rank=node_rank,
-                node_id=node.node_id,
-                placement_node_rank=order[node_rank],
-                local_rank=local,
-                local_world_size=counts[node_rank],
-                hardware_ranks=ids,
-                visible_accelerators=ids,
-                local_accelerator_rank=ids[0] if ids else -1,
-                accelerator_type=(node.accelerator_type or "nvidia") if ids else None,
-                node_group=group,
-                isolate_accelerator=True,
-            )
-        )
-    return tuple(out)
+def bundle_plan(cluster: Cluster, role: str, bundles: RoleBundles) -> Plan:
+    """The role's plan: rank r on ordered bundle r's node and GPU (core's assignments)."""
+    gpus = [(n, (g,)) for n, g in zip(bundles.node_ranks, bundles.gpu_ids, strict=True)]
+    return plan_from_assignments({role: gpus}, cluster.inventory)
 
 
 def used_shares(bundles: RoleBundles) -> dict[tuple[int, int], float]:
@@ -186,59 +158,32 @@ def create_train_group(
         ),
         already=used_shares(bundles),
     )
-    placements = bundle_placements(
-        cluster, [(n, (g,)) for n, g in zip(bundles.node_ranks, bundles.gpu_ids, strict=True)]
-    )
-    master_addr = cluster.node_address(placements[0].node_rank)
-    workers: list[Worker] = []
-    try:
-        for p, index in zip(placements, bundles.bundle_indices, strict=True):
-            env = worker_env(
-                p,
-                world_size=len(placements),
-                master_addr=master_addr,
-                user_env=dict(env_vars or {}),
-                path="env_vars",
-            )
-            env[COMPONENT_ENV] = role
-            workers.append(
-                allocate(
-                    actor_cls,
-                    f"{role} rank {p.rank}",
-                    p.node_rank,
-                    p.hardware_ranks,
-                    env,
-                    args,
-                    kwargs,
-                    cluster=cluster,
-                    bundle=(bundles.pg, index),
-                    gpu_share=share,
-                    component=role,
-                    rank=p.rank,
-                    port_blocks={MASTER_PORT_BLOCK: (1, False)}
-                    if master_port and p.rank == 0
-                    else {},
-                    defer_init=True,
-                )
-            )
-        port: list[int] = []
-
-        def master(i: int, worker: Worker, first: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-            if not master_port:
-                return {}
-            if not port:
-                port.append(int(first[0]["ports"][MASTER_PORT_BLOCK][0]))
-            return {"MASTER_PORT": str(port[0])}
-
-        reports = boot(workers, master, timeout_s=timeout_s)
-    except BaseException:
-        release(workers)
-        raise
+    the_plan = bundle_plan(cluster, role, bundles)
+    master_addr = the_plan.master_addr(role)
+    user_env = dict(env_vars or {})
+    check_user_env(user_env, path="env_vars")
+    starts = [
+        Start(
+            actor_cls,
+            f"{role} rank {p.rank}",
+            role,
+            p.rank,
+            p.node_rank,
+            p.hardware_ranks,
+            {**user_env, **the_plan.env(role, p.rank), COMPONENT_ENV: role},
+            args,
+            kwargs,
+            bundle=(bundles.pg, index),
+            gpu_share=share,
+        )
+        for p, index in zip(the_plan.components[role], bundles.bundle_indices, strict=True)
+    ]
+    started = start_workers(starts, cluster=cluster, master_port=master_port, timeout_s=timeout_s)
     return TrainGroup(
         role,
-        workers,
+        started.workers,
         cluster=cluster,
-        reports=reports,
+        reports=started.reports,
         master_addr=master_addr,
-        master_port=port[0] if port else None,
+        master_port=started.master_ports[role],
     )

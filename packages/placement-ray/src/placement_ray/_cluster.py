@@ -30,10 +30,10 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from placement_core.inventory import Inventory, Node
 
+from ._discovery import discover_inventory
+from ._node_order import NODE_RANK_LABEL
 from ._rayapi import alive_nodes, head_node_id
-from .discovery import discover_inventory
 from .errors import ArgumentError, ClusterError, ForeignClusterError, NodesNotReadyError
-from .order import NODE_RANK_LABEL
 
 __all__ = [
     "CLUSTER_ID_ENV",
@@ -168,8 +168,11 @@ class Cluster:
         timeout_s: Limit for waiting for nodes and for discovery; None waits forever for
             nodes (autoscaling clusters).
         progress: Receives the "n/m nodes up" lines (default: the logger).
-        export_env: Put ``RAY_ADDRESS``, ``PLACEMENT_JOB`` and ``PLACEMENT_CLUSTER_ID`` into
-            ``os.environ`` so subprocesses of this one attach to the same job.
+        export_env: Opt in to putting ``RAY_ADDRESS``, ``PLACEMENT_JOB`` and
+            ``PLACEMENT_CLUSTER_ID`` into ``os.environ`` (until :meth:`shutdown` restores
+            them) so every later subprocess of this one attaches to the same job. Off by
+            default: nothing process-wide is edited; pass :meth:`attach_env` to the
+            subprocesses that should attach instead.
 
     Raises:
         ArgumentError: a bad argument.
@@ -190,7 +193,7 @@ class Cluster:
         node_ip_address: str | None = None,
         timeout_s: float | None = 300.0,
         progress: Callable[[str], None] | None = None,
-        export_env: bool = True,
+        export_env: bool = False,
     ) -> None:
         if num_nodes is not None and (
             isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1
@@ -412,9 +415,8 @@ class Cluster:
         return self.node_address(0)
 
     def node_address(self, rank: int) -> str:
-        """Address of the node of ``rank``: its IP, else hostname, else node id."""
-        node = self.inventory.node(rank)
-        return node.ip or node.hostname or node.node_id
+        """Address of the node of ``rank`` (core's ``Node.address``)."""
+        return self.inventory.node(rank).address
 
     def alive_node_ids(self) -> set[str]:
         """Ray node ids of this job's nodes that are alive now."""

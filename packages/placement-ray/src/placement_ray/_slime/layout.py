@@ -19,9 +19,13 @@ from dataclasses import dataclass
 
 from ray.util.placement_group import PlacementGroup
 
-from .cluster import Cluster
-from .errors import ArgumentError
-from .groups import BundleSlot, OrderedPlacementGroup, create_placement_group
+from placement_ray._cluster import Cluster
+from placement_ray._placement_groups import (
+    BundleSlot,
+    OrderedPlacementGroup,
+    create_placement_group,
+)
+from placement_ray.errors import ArgumentError, UnknownRoleError
 
 __all__ = ["RoleBundles", "SlimeLayout", "create_placement_groups", "slime_bundle_counts"]
 
@@ -81,7 +85,7 @@ class SlimeLayout:
             return self.actor
         if role == "rollout":
             return self.rollout
-        raise KeyError(f"unknown role {role!r}; expected 'actor' or 'rollout'")
+        raise UnknownRoleError(f"role: unknown role {role!r}; expected 'actor' or 'rollout'")
 
     def remove(self) -> None:
         """Remove the placement group."""

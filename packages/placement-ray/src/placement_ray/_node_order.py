@@ -17,10 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from placement_native import NODE_RANK_ENVS
+
 from .errors import NodeOrderError
 
 __all__ = [
-    "NODE_RANK_ENV_VARS",
     "NODE_RANK_LABEL",
     "NodeFacts",
     "explicit_rank",
@@ -32,9 +33,6 @@ __all__ = [
 NODE_RANK_LABEL = "node-rank"
 """Ray node label that fixes a node's rank (``ray start --labels='{"node-rank": "3"}'``)."""
 
-NODE_RANK_ENV_VARS = ("PLACEMENT_NODE_RANK", "RLINF_NODE_RANK")
-"""Environment variables (set where the node's raylet starts) that fix its rank."""
-
 
 @dataclass(frozen=True, slots=True)
 class NodeFacts:
@@ -45,7 +43,7 @@ class NodeFacts:
         ip: The node's IP as Ray reports it.
         hostname: The node's hostname.
         labels: The node's Ray labels.
-        env: The node-rank variables (``NODE_RANK_ENV_VARS``) found in the node's environment.
+        env: The node-rank variables (``NODE_RANK_ENVS``) found in the node's environment.
         resources: The node's total Ray resources.
         snapshot: The placement-native snapshot taken on the node (SPEC 11), or None.
         is_driver: Whether the driver process runs on this node.
@@ -82,7 +80,7 @@ def explicit_rank(node: NodeFacts) -> int | None:
         found[f"label {NODE_RANK_LABEL!r}"] = _parse_rank(
             node.labels[NODE_RANK_LABEL], f"label {NODE_RANK_LABEL!r}", node
         )
-    for var in NODE_RANK_ENV_VARS:
+    for var in NODE_RANK_ENVS:
         if var in node.env:
             found[var] = _parse_rank(node.env[var], var, node)
     if len(set(found.values())) > 1:
@@ -126,7 +124,7 @@ def order_nodes(nodes: Sequence[NodeFacts]) -> tuple[list[NodeFacts], list[str]]
         missing = sorted(f"{n.node_id} ({n.ip})" for n in nodes if ranks[n.node_id] is None)
         raise NodeOrderError(
             f"{len(given)} of {len(nodes)} nodes have a rank (label {NODE_RANK_LABEL!r} or "
-            f"{' / '.join(NODE_RANK_ENV_VARS)}) and {len(missing)} have none: "
+            f"{' / '.join(NODE_RANK_ENVS)}) and {len(missing)} have none: "
             f"{', '.join(missing)}; give every node a rank or none"
         )
     if given:

@@ -7,7 +7,7 @@ its first bundle, with child-task capture, and sees exactly its GPUs, renumbered
 ``0..k-1`` under the visibility variable. Per actor, named port blocks (server, nccl, a
 dist-init block of ``30 + dp_size``) are reserved and HELD inside the actor, on its own
 node, so engines on one node never collide and nothing else can take the ports before
-the engine's server binds them (``placement_ray.worker.hand_over_ports("server")``).
+the engine's server binds them (``placement_ray.hand_over_ports("server")``).
 
 Strided colocation: given the trainer's TP size ``t``, engines of TP ``r`` use core's
 packed placement with ``per_process=r, stride=t/r`` over the trainer's GPUs, and each
@@ -20,18 +20,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from placement_core import plan_from_assignments, shared_ranks
 from placement_core.env import visibility_env
-from placement_core.inventory import Accelerator, Inventory, Node
+from placement_core.inventory import Inventory, Node
 from placement_core.strategies import strided_rollout
+from placement_ray._allocate import Worker
+from placement_ray._cluster import Cluster
+from placement_ray._colocation import GpuShare, check_shares, validate_share
+from placement_ray._startup import Start, start_workers
+from placement_ray._worker import COMPONENT_ENV, DIST_INIT_ADDR_ENV
+from placement_ray._worker_group import WorkerGroup
+from placement_ray.errors import ArgumentError
 
-from .allocate import Worker, allocate, boot, release
-from .cluster import Cluster
-from .colocation import GpuShare, check_shares, shared_ranks, validate_share
-from .errors import ArgumentError
-from .slime import RoleBundles, SlimeLayout
-from .train_group import used_shares
-from .worker import COMPONENT_ENV
-from .worker_group import WorkerGroup
+from .layout import RoleBundles, SlimeLayout
+from .train_group import bundle_plan, used_shares
 
 __all__ = [
     "DIST_INIT_ADDR_ENV",
@@ -45,9 +47,6 @@ __all__ = [
 
 ENGINE_GPU_SHARE = 0.2
 """Default GPU share of an engine actor in its first bundle."""
-
-DIST_INIT_ADDR_ENV = "PLACEMENT_DIST_INIT_ADDR"
-"""Where every actor of an engine finds node 0's ``host:port`` for distributed init."""
 
 DIST_INIT_BLOCK = "dist_init"
 
@@ -124,10 +123,7 @@ def _sub_inventory(cluster: Cluster, bundles: RoleBundles) -> tuple[Inventory, l
     for i, node_rank in enumerate(real):
         node = cluster.node(node_rank)
         known = {a.index: a for a in node.accelerators}
-        accelerators = tuple(
-            known.get(g, Accelerator(index=g, type=node.accelerator_type or "nvidia"))
-            for g in sorted(gpus[node_rank])
-        )
+        accelerators = tuple(known[g] for g in sorted(gpus[node_rank]))
         nodes.append(Node(rank=i, node_id=node.node_id, ip=node.ip, accelerators=accelerators))
     return Inventory(tuple(nodes)), real
 
@@ -253,62 +249,65 @@ def create_rollout_engines(
         already=used_shares(bundles),
     )
     user_env = dict(env_vars or {})
-    workers: list[Worker] = []
-    engine_of: list[int] = []
-    try:
-        for e, parts in enumerate(sets):
-            for j, (node_rank, ids) in enumerate(parts):
-                node = cluster.node(node_rank)
-                env = {**user_env, COMPONENT_ENV: "rollout"}
-                env.update(visibility_env(node.accelerator_type or "nvidia", ids))
-                own = {
+    actors = [
+        (e, j, node_rank, ids)
+        for e, parts in enumerate(sets)
+        for j, (node_rank, ids) in enumerate(parts)
+    ]
+    the_plan = plan_from_assignments(
+        {"rollout": [(n, ids) for _, _, n, ids in actors]}, cluster.inventory
+    )
+    engine_of = [e for e, _, _, _ in actors]
+    starts = []
+    for rank, (e, j, node_rank, ids) in enumerate(actors):
+        p = the_plan.components["rollout"][rank]
+        starts.append(
+            Start(
+                engine_cls,
+                f"rollout engine {e}" + (f" node {j}" if len(sets[e]) > 1 else ""),
+                "rollout",
+                rank,
+                node_rank,
+                ids,
+                {
+                    **user_env,
+                    COMPONENT_ENV: "rollout",
+                    **visibility_env(p.accelerator_type, p.visible_accelerators),
+                },
+                args,
+                kwargs,
+                bundle=(bundles.pg, bundle_of[(node_rank, ids[0])]),
+                gpu_share=share,
+                port_blocks={
                     name: (count, count > 1)
                     for name, count in blocks.items()
                     if j == 0 or name != DIST_INIT_BLOCK
-                }
-                workers.append(
-                    allocate(
-                        engine_cls,
-                        f"rollout engine {e}" + (f" node {j}" if len(parts) > 1 else ""),
-                        node_rank,
-                        ids,
-                        env,
-                        args,
-                        kwargs,
-                        cluster=cluster,
-                        bundle=(bundles.pg, bundle_of[(node_rank, ids[0])]),
-                        gpu_share=share,
-                        component="rollout",
-                        rank=len(workers),
-                        port_blocks=own,
-                        defer_init=True,
-                        capture_child_tasks=True,
-                    )
-                )
-                engine_of.append(e)
-        heads = {e: engine_of.index(e) for e in range(len(sets))}
-        addrs: dict[int, str] = {}
+                },
+                capture_child_tasks=True,
+            )
+        )
+    heads = {e: engine_of.index(e) for e in range(len(sets))}
+    addrs: dict[int, str] = {}
 
-        def dist_init(i: int, worker: Worker, first: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-            e = engine_of[i]
-            if e not in addrs:
-                head = first[heads[e]]
-                held = head["ports"].get(DIST_INIT_BLOCK)
-                addrs[e] = f"{head['ip']}:{held[0]}" if held else f"{head['ip']}:"
-            return {DIST_INIT_ADDR_ENV: addrs[e]}
+    def dist_init(i: int, worker: Worker, first: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+        e = engine_of[i]
+        if e not in addrs:
+            head = first[heads[e]]
+            held = head["ports"].get(DIST_INIT_BLOCK)
+            addrs[e] = f"{head['ip']}:{held[0]}" if held else f"{head['ip']}:"
+        return {DIST_INIT_ADDR_ENV: addrs[e]}
 
-        reports = boot(workers, dist_init, timeout_s=timeout_s)
-    except BaseException:
-        release(workers)
-        raise
-    trainer = layout.actor
-    owners = [[(n, g)] for n, g in zip(trainer.node_ranks, trainer.gpu_ids, strict=True)]
-    engine_gpus = [[(n, g) for n, ids in parts for g in ids] for parts in sets]
-    shared = (
-        shared_ranks(owners, engine_gpus, cluster.inventory)
-        if layout.mode == "colocate"
-        else tuple(() for _ in sets)
+    started = start_workers(
+        starts, cluster=cluster, master_port=False, late_env=dist_init, timeout_s=timeout_s
     )
+    workers, reports = started.workers, started.reports
+    shared: list[tuple[int, ...]] = [() for _ in sets]
+    if layout.mode == "colocate" and len(layout.actor):
+        trainer = bundle_plan(cluster, "actor", layout.actor).components["actor"]
+        per_actor = shared_ranks(trainer, the_plan.components["rollout"], cluster.inventory)
+        for e in range(len(sets)):
+            ranks = {r for i, owner in enumerate(engine_of) if owner == e for r in per_actor[i]}
+            shared[e] = tuple(sorted(ranks))
     engines = []
     for e, parts in enumerate(sets):
         members = [i for i, owner in enumerate(engine_of) if owner == e]

@@ -7,7 +7,7 @@ and listening, so nothing else can take them) and, where asked, defers the user'
 port, node 0's ``dist_init_addr``). Ports are released only at hand-over, from inside the
 worker::
 
-    from placement_ray.worker import hand_over_master_port
+    from placement_ray._worker import hand_over_master_port
     port = hand_over_master_port()      # right before init_process_group binds it
     torch.distributed.init_process_group("nccl", init_method=f"tcp://{addr}:{port}", ...)
 
@@ -24,10 +24,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from placement_core.env import (
+    HARDWARE_CONFIG_ENV,
+    HARDWARE_TYPE_ENV,
+    RANK_ENV_VARS,
+    VISIBILITY_ENV_VARS,
+)
+
 from .errors import ArgumentError, PortNotHeldError
 
 __all__ = [
     "COMPONENT_ENV",
+    "DIST_INIT_ADDR_ENV",
     "MASTER_PORT_BLOCK",
     "REPORTED_ENV_VARS",
     "PlacementWorker",
@@ -45,23 +53,16 @@ COMPONENT_ENV = "PLACEMENT_COMPONENT"
 MASTER_PORT_BLOCK = "master"
 """Name of the port block rank 0 holds for ``MASTER_PORT``."""
 
+DIST_INIT_ADDR_ENV = "PLACEMENT_DIST_INIT_ADDR"
+"""Where every actor of a multi-node engine finds its node 0's ``host:port``."""
+
 REPORTED_ENV_VARS = (
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "NODE_RANK",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "CUDA_VISIBLE_DEVICES",
-    "HIP_VISIBLE_DEVICES",
-    "ASCEND_RT_VISIBLE_DEVICES",
-    "ONEAPI_DEVICE_SELECTOR",
-    "MUSA_VISIBLE_DEVICES",
+    *sorted(RANK_ENV_VARS),
+    *sorted({v.env_var for v in VISIBILITY_ENV_VARS.values()}),
     COMPONENT_ENV,
-    "PLACEMENT_HARDWARE_TYPE",
-    "PLACEMENT_HARDWARE_CONFIG",
-    "PLACEMENT_DIST_INIT_ADDR",
+    HARDWARE_TYPE_ENV,
+    HARDWARE_CONFIG_ENV,
+    DIST_INIT_ADDR_ENV,
 )
 """Variables every worker reports back (plus the user's own env var names)."""
 

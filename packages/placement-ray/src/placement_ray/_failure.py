@@ -12,20 +12,34 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
 
+from ._placement_groups import OrderedPlacementGroup
 from .errors import NodeLostError
-from .groups import OrderedPlacementGroup
-from .slime import RoleBundles
 
 if TYPE_CHECKING:
-    from .cluster import Cluster
+    from ._cluster import Cluster
 
 __all__ = ["HealthReport", "Occupant", "check_health", "occupants"]
 
 logger = logging.getLogger(__name__)
+
+
+class BundleSlice(Protocol):
+    """Some ordered bundles of one placement group (e.g. a slime role's ``RoleBundles``)."""
+
+    @property
+    def pg(self) -> PlacementGroup: ...
+    @property
+    def bundle_indices(self) -> tuple[int, ...]: ...
+    @property
+    def node_ranks(self) -> tuple[int, ...]: ...
+    @property
+    def node_ids(self) -> tuple[str, ...]: ...
+    @property
+    def gpu_ids(self) -> tuple[int, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +71,7 @@ class Occupant:
         )
 
 
-def occupants(role: str, bundles: RoleBundles | OrderedPlacementGroup) -> list[Occupant]:
+def occupants(role: str, bundles: BundleSlice | OrderedPlacementGroup) -> list[Occupant]:
     """One ``Occupant`` per ordered bundle: rank r is the r-th bundle."""
     if isinstance(bundles, OrderedPlacementGroup):
         return [
@@ -112,14 +126,14 @@ class HealthReport:
         return "\n".join(lines)
 
 
-def _as_pg(group: PlacementGroup | OrderedPlacementGroup | RoleBundles) -> PlacementGroup:
+def _as_pg(group: PlacementGroup | OrderedPlacementGroup | BundleSlice) -> PlacementGroup:
     return group if isinstance(group, PlacementGroup) else group.pg
 
 
 def check_health(
     cluster: Cluster,
     workers: Iterable[Occupant] = (),
-    groups: Iterable[PlacementGroup | OrderedPlacementGroup | RoleBundles] = (),
+    groups: Iterable[PlacementGroup | OrderedPlacementGroup | BundleSlice] = (),
     *,
     grace_s: float = 5.0,
     poll_s: float = 0.2,

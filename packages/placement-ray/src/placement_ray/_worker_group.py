@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
-from .allocate import Worker, release
+from ._allocate import Worker, release
+from ._failure import HealthReport, Occupant, check_health
+from ._worker import MASTER_PORT_BLOCK
 from .errors import ArgumentError, WorkerCallError, WorkerTimeoutError
-from .failure import HealthReport, Occupant, check_health
-from .worker import MASTER_PORT_BLOCK
 
 if TYPE_CHECKING:
-    from .cluster import Cluster
+    from ._cluster import Cluster
 
 __all__ = ["WorkerGroup"]
 
@@ -211,7 +211,7 @@ class WorkerGroup:
         """Have rank 0 release the held ``MASTER_PORT`` now; the consumer binds it next.
 
         Call it right before the workers' ``init_process_group`` (or let the workers call
-        ``placement_ray.worker.hand_over_master_port()`` themselves).
+        ``placement_ray.hand_over_master_port()`` themselves).
 
         Raises:
             ArgumentError: the group holds no master port.

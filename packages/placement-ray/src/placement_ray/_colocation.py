@@ -1,4 +1,4 @@
-"""GPU sharing: fractional shares that must fit one GPU, and who shares which GPU.
+"""GPU sharing: fractional shares that must fit one GPU (who shares which GPU: core).
 
 Ray hangs silently when the fractional GPU requests placed in one bundle add up to more
 than the bundle holds, so every share is checked here, before anything is created. A
@@ -15,10 +15,8 @@ from __future__ import annotations
 import math
 import threading
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-
-from placement_core.inventory import Inventory
 
 from .errors import ArgumentError, OversubscribedGPUError
 
@@ -28,7 +26,6 @@ __all__ = [
     "check_shares",
     "default_share",
     "ledger",
-    "shared_ranks",
     "validate_share",
 ]
 
@@ -163,40 +160,3 @@ class _Ledger:
 
 ledger = _Ledger()
 """The driver's record of GPU shares in use per placement-group bundle."""
-
-
-def shared_ranks(
-    owners: Sequence[Sequence[tuple[int, int]]],
-    users: Sequence[Sequence[tuple[int, int]]],
-    inventory: Inventory | None = None,
-) -> tuple[tuple[int, ...], ...]:
-    """For each user, the owner ranks that hold one of its GPUs.
-
-    GPUs are matched by UUID where the inventory knows it (two ids that name one physical
-    device match), else by ``(node rank, physical index)``.
-
-    Args:
-        owners: Per owner rank (e.g. a trainer), its GPUs as ``(node rank, index)``.
-        users: Per user (e.g. a rollout engine), its GPUs.
-        inventory: The nodes, for UUIDs.
-
-    Returns:
-        Per user, the sorted owner ranks sharing at least one GPU with it.
-    """
-    uuids: dict[tuple[int, int], str] = {}
-    if inventory is not None:
-        for node in inventory.nodes:
-            for accelerator in node.accelerators:
-                if accelerator.uuid:
-                    uuids[(node.rank, accelerator.index)] = accelerator.uuid
-
-    def key(gpu: tuple[int, int]) -> object:
-        return uuids.get(gpu, gpu)
-
-    held: dict[object, list[int]] = defaultdict(list)
-    for rank, gpus in enumerate(owners):
-        for gpu in gpus:
-            held[key(gpu)].append(rank)
-    return tuple(
-        tuple(sorted({r for gpu in gpus for r in held.get(key(gpu), ())})) for gpus in users
-    )

@@ -27,13 +27,13 @@ from ray.util.placement_group import (
 )
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from ._feasibility import check_feasible, format_resources, validate_bundles
+from ._node_order import NODE_RANK_LABEL
 from ._rayapi import alive_nodes, available_per_node, schedulable_resources, shown_resources
 from .errors import ArgumentError, ClusterError, PlacementGroupTimeoutError, ProbeError
-from .feasibility import check_feasible, format_resources, validate_bundles
-from .order import NODE_RANK_LABEL
 
 if TYPE_CHECKING:
-    from .cluster import Cluster
+    from ._cluster import Cluster
 
 __all__ = [
     "NODE_ID_LABEL",

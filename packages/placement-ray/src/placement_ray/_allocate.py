@@ -33,17 +33,17 @@ from ray.util.scheduling_strategies import (
 
 from placement_core.env import visibility_env
 
-from .colocation import ledger, validate_share
+from ._colocation import ledger, validate_share
+from ._worker import WorkerSpec, actor_default_options, wrap_class
 from .errors import (
     ArgumentError,
     InterpreterError,
     WorkerStartError,
     WorkerStartTimeoutError,
 )
-from .worker import WorkerSpec, actor_default_options, wrap_class
 
 if TYPE_CHECKING:
-    from .cluster import Cluster
+    from ._cluster import Cluster
 
 __all__ = [
     "Worker",
@@ -156,7 +156,7 @@ def allocate(
         bundle: ``(placement group, bundle index)`` of the worker's first GPU: the worker
             sits there with ``gpu_share``. Without a bundle the worker is pinned with
             hard node affinity and asks Ray for no GPU (Ray then does not protect the
-            GPUs it sees; :func:`~placement_ray.launch.launch` always reserves them).
+            GPUs it sees; :func:`~placement_ray._launch.launch` always reserves them).
         gpu_share: Fractional GPU request in ``bundle`` (default 1).
         num_cpus: CPUs the actor asks for.
         interpreter: Python interpreter for the worker (runtime_env ``py_executable``).

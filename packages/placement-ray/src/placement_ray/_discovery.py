@@ -19,10 +19,11 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from placement_core.errors import InventoryError
 from placement_core.inventory import Accelerator, Inventory, Node
 from placement_core.sources import node_from_snapshot
+from placement_native import NODE_RANK_ENVS
 
+from ._node_order import NodeFacts, order_nodes
 from ._rayapi import alive_nodes
 from .errors import ClusterError
-from .order import NODE_RANK_ENV_VARS, NodeFacts, order_nodes
 
 __all__ = [
     "accelerators_from_snapshot",
@@ -52,7 +53,7 @@ def node_report() -> dict[str, Any]:
         error = f"{type(exc).__name__}: {exc}"
     return {
         "hostname": socket.gethostname(),
-        "env": {k: os.environ[k] for k in NODE_RANK_ENV_VARS if k in os.environ},
+        "env": {k: os.environ[k] for k in NODE_RANK_ENVS if k in os.environ},
         "snapshot": snapshot,
         "snapshot_error": error,
     }

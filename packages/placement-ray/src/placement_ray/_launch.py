@@ -19,7 +19,7 @@
    ``MASTER_PORT`` in its own process (bound and held) and reports it; the other ranks
    learn it before their ``__init__`` runs. Rank 0 releases it only at hand-over
    (``WorkerGroup.hand_over_master_port()`` or, in the worker,
-   ``placement_ray.worker.hand_over_master_port()``).
+   ``placement_ray.hand_over_master_port()``).
 """
 
 from __future__ import annotations
@@ -32,18 +32,25 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from placement_core import Plan, plan
+from placement_core import Plan, plan, plan_from_assignments, shared_ranks
 from placement_core.config import ClusterConfig
-from placement_core.env import HARDWARE_CONFIG_ENV, HARDWARE_TYPE_ENV, visibility_env
+from placement_core.env import (
+    HARDWARE_CONFIG_ENV,
+    HARDWARE_TYPE_ENV,
+    RANK_ENV_VARS,
+    VISIBILITY_ENV_VARS,
+    visibility_env,
+)
 from placement_core.records import Placement
 
-from .allocate import Worker, allocate, boot, check_interpreters, release
-from .cluster import Cluster
-from .colocation import GpuShare, check_shares, default_share, ledger, shared_ranks, validate_share
+from ._allocate import Worker, check_interpreters
+from ._cluster import Cluster
+from ._colocation import GpuShare, check_shares, default_share, ledger, validate_share
+from ._placement_groups import OrderedPlacementGroup, create_placement_group
+from ._startup import Start, start_workers
+from ._worker import COMPONENT_ENV, MASTER_PORT_BLOCK
+from ._worker_group import WorkerGroup
 from .errors import ArgumentError
-from .groups import OrderedPlacementGroup, create_placement_group
-from .worker import COMPONENT_ENV, MASTER_PORT_BLOCK
-from .worker_group import WorkerGroup
 
 __all__ = [
     "COMPONENT_ENV",
@@ -86,6 +93,12 @@ def _live_plan(
     live_ids = [n.node_id for n in cluster.nodes]
     if [n.node_id for n in source.inventory.nodes] == live_ids:
         return source
+    if source.assigned:
+        raise ArgumentError(
+            "plan: it was built from assignments for another inventory (node ids "
+            f"{[n.node_id for n in source.inventory.nodes]}, live {live_ids}); build it "
+            "again with plan_from_assignments(..., cluster.inventory)"
+        )
     live = plan(source.config, cluster.inventory, colocate=colocate)
     for name, placements in source.components.items():
         again = live.components.get(name, ())
@@ -319,9 +332,14 @@ class Launch:
 
         GPUs are matched by UUID where the inventory knows it, else by (node, physical id).
         """
-        users = [[(w.node_rank, g) for g in w.gpu_ids] for w in self[component].workers]
-        owners = [[(w.node_rank, g) for g in w.gpu_ids] for w in self[owner].workers]
-        return shared_ranks(owners, users, self.cluster.inventory)
+        held = plan_from_assignments(
+            {
+                "owner": [(w.node_rank, w.gpu_ids) for w in self[owner].workers],
+                "user": [(w.node_rank, w.gpu_ids) for w in self[component].workers],
+            },
+            self.cluster.inventory,
+        )
+        return shared_ranks(held.components["owner"], held.components["user"], held.inventory)
 
     def verify(self) -> list[str]:
         """Compare what every worker reported with its placement; one line per mismatch."""
@@ -360,14 +378,7 @@ def _compare(worker: Worker, report: Mapping[str, Any], group: WorkerGroup) -> l
     out = []
     if report.get("node_id") != worker.node_id:
         out.append(f"{who}: runs on node {report.get('node_id')}, expected {worker.node_id}")
-    for key in (
-        "RANK",
-        "LOCAL_RANK",
-        "WORLD_SIZE",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-        "CUDA_VISIBLE_DEVICES",
-    ):
+    for key in (*sorted(RANK_ENV_VARS), *sorted({v.env_var for v in VISIBILITY_ENV_VARS.values()})):
         expected = worker.env.get(key)
         if key == "MASTER_PORT" and group.master_port is not None:
             expected = str(group.master_port)
@@ -402,7 +413,10 @@ def launch(
     """Start one actor per placement of a plan, on the planned nodes and GPUs.
 
     Args:
-        config_or_plan: A cluster config (path, YAML text, mapping, loaded) or a plan.
+        config_or_plan: A cluster config (path, YAML text, mapping, loaded) or a plan:
+            one from core's ``plan`` (re-planned on the live inventory, must come out the
+            same) or any strategy's output through core's ``plan_from_assignments`` made
+            with ``cluster.inventory`` (launched as it is).
         actors: Component name -> actor class, for every component of the plan.
         cluster: The job's cluster view (default: ``Cluster()``).
         args: Component -> constructor arguments (the same for every rank; each worker
@@ -431,6 +445,11 @@ def launch(
             reserved.
         WorkerStartTimeoutError: workers did not start in time (named, with the cause).
         WorkerStartError: workers died starting, or their ``__init__`` raised (named).
+        ConfigError: (placement-core) the config is invalid.
+        InventoryError: (placement-core) the live cluster has another number of nodes
+            than the config declares.
+        PlacementSyntaxError / PlacementRuleError: (placement-core) a rule does not
+            parse or cannot be placed on the live cluster.
     """
     if cluster is None:
         cluster = Cluster()
@@ -466,64 +485,44 @@ def launch(
     group, mapping = _reserve(
         cluster, pending, cpus_per_bundle=cpus_per_bundle, timeout_s=pg_timeout_s
     )
-    started: list[Worker] = []
-    try:
-        envs = []
-        for w in pending:
-            p = w.placement
-            physical = (
-                tuple(mapping[(p.node_rank, g)][0] for g in p.hardware_ranks)
-                if w.kind == "gpu"
-                else ()
+    starts = []
+    for w in pending:
+        p = w.placement
+        physical = (
+            tuple(mapping[(p.node_rank, g)][0] for g in p.hardware_ranks) if w.kind == "gpu" else ()
+        )
+        bundle = None
+        if w.kind == "gpu" and group is not None:
+            bundle = (group.pg, mapping[(p.node_rank, p.hardware_ranks[0])][1])
+        starts.append(
+            Start(
+                actors[w.component],
+                w.name,
+                w.component,
+                p.rank,
+                p.node_rank,
+                physical,
+                _worker_env(the_plan, w, physical, the_plan.master_addr(w.component)),
+                all_args[w.component],
+                all_kwargs[w.component],
+                bundle=bundle,
+                gpu_share=w.share,
+                num_cpus=cpus[w.component],
+                interpreter=the_plan.interpreter(w.component, p.rank),
+                port_blocks=blocks[w.component],
             )
-            env = _worker_env(the_plan, w, physical, the_plan.master_addr(w.component))
-            envs.append(env)
-            own_blocks = dict(blocks[w.component])
-            if master_port and p.rank == 0:
-                own_blocks[MASTER_PORT_BLOCK] = (1, False)
-            bundle = None
-            if w.kind == "gpu" and group is not None:
-                bundle = (group.pg, mapping[(p.node_rank, p.hardware_ranks[0])][1])
-            started.append(
-                allocate(
-                    actors[w.component],
-                    w.name,
-                    p.node_rank,
-                    physical,
-                    env,
-                    all_args[w.component],
-                    all_kwargs[w.component],
-                    cluster=cluster,
-                    bundle=bundle,
-                    gpu_share=w.share if bundle is not None else None,
-                    num_cpus=cpus[w.component],
-                    interpreter=the_plan.interpreter(w.component, p.rank),
-                    check_interpreter=False,
-                    component=w.component,
-                    rank=p.rank,
-                    port_blocks=own_blocks,
-                    defer_init=True,
-                )
-            )
-        ports: dict[str, int | None] = dict.fromkeys(components)
+        )
 
-        def master(i: int, worker: Worker, first: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-            if not master_port:
-                return {}
-            if ports[worker.component] is None:
-                rank0 = next(j for j, w in enumerate(started) if w.component == worker.component)
-                ports[worker.component] = int(first[rank0]["ports"][MASTER_PORT_BLOCK][0])
-            return {"MASTER_PORT": str(ports[worker.component])}
-
-        reports = boot(started, master, timeout_s=timeout_s)
-    except BaseException:
-        release(started)
+    def cleanup() -> None:
         if group is not None:
             ledger.forget(group.pg.id.hex())
             group.remove()
-        raise
+
+    started = start_workers(
+        starts, cluster=cluster, master_port=master_port, timeout_s=timeout_s, cleanup=cleanup
+    )
     by_component: dict[str, list[tuple[Worker, dict[str, Any]]]] = defaultdict(list)
-    for worker, report in zip(started, reports, strict=True):
+    for worker, report in zip(started.workers, started.reports, strict=True):
         by_component[worker.component].append((worker, report))
     groups = {
         c: WorkerGroup(
@@ -532,7 +531,7 @@ def launch(
             cluster=cluster,
             reports=[r for _, r in by_component[c]],
             master_addr=the_plan.master_addr(c),
-            master_port=ports[c],
+            master_port=started.master_ports[c],
         )
         for c in components
     }
