@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, Wit
 from ._checks import nodes, rule_syntax_error
 from ._problems import Issues, issue
 from ._scalars import is_int
+from ._shown import shown
 from .errors import PlacementError, PlacementSyntaxError
 from .ranks import format_rank_list, parse_rank_list
 
@@ -141,8 +142,7 @@ def _env_vars(value: object) -> object:
             continue
         if isinstance(raw, bool) or raw is None or not isinstance(raw, str | int | float):
             hint = (
-                " (YAML reads yes/no/on/off/true/false as booleans and ~/null as null: "
-                "quote the value)"
+                " (YAML reads true/false as booleans and ~/null as null: quote the value)"
                 if isinstance(raw, bool) or raw is None
                 else ""
             )
@@ -198,7 +198,7 @@ def _node_group_labels(value: object) -> object:
         if not isinstance(item, str) or not item.strip():
             issues.append((suffix, "expected a non-empty group label", item))
         elif item.strip() in labels:
-            issues.append((suffix, f"group {item.strip()!r} is listed twice", value))
+            issues.append((suffix, f"group {shown(item.strip())} is listed twice", value))
         else:
             labels.append(item.strip())
     if not items:

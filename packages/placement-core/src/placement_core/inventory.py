@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._limits import MAX_ACCELERATORS_PER_NODE, MAX_NODES
 from ._scalars import is_int
 from .errors import InventoryError
 
@@ -23,10 +24,8 @@ __all__ = [
     "Node",
 ]
 
-#: Sanity bounds: far beyond any real cluster, low enough that a typo (an extra digit or
-#: ten) is an error rather than a planner building billions of records.
-MAX_NODES = 100_000
-MAX_ACCELERATORS_PER_NODE = 1024
+# Sanity bounds (re-exported from _limits, where every limit lives): far beyond any real
+# cluster, low enough that a typo is an error rather than billions of records.
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +101,17 @@ class Inventory:
                 f"got {ranks}",
                 path="inventory",
             )
+        # Nodes of a uniform inventory share one accelerators tuple: check it once, not
+        # once per node (100,000 nodes x 1,024 accelerators would take seconds).
+        checked: dict[int, tuple[Accelerator, ...]] = {}
         for node in nodes:
-            _check_node(node)
+            done = checked.get(id(node.accelerators))
+            if done is None:
+                key = id(node.accelerators)
+                _check_node(node)
+                checked[key] = node.accelerators
+            elif done is not node.accelerators:
+                object.__setattr__(node, "accelerators", done)
         object.__setattr__(self, "nodes", nodes)
 
     @property
