@@ -15,7 +15,7 @@ __all__ = ["FileRefused", "read_text_file"]
 
 
 class FileRefused(ValueError):
-    """A file that is not read: not a regular file, too large, or not UTF-8 text.
+    """A file that is not read: not a regular file, or too large.
 
     Internal: callers turn it into their own error (``ConfigError``, ``InventoryError``)
     naming the file. ``FileNotFoundError`` and ``IsADirectoryError`` pass through as is.
@@ -45,7 +45,8 @@ def read_text_file(path: str | os.PathLike[str], *, limit: int, what: str) -> st
     Raises:
         FileNotFoundError: No such file.
         IsADirectoryError: It is a directory.
-        FileRefused: It is not a regular file, is larger than ``limit`` or is not UTF-8.
+        FileRefused: It is not a regular file or is larger than ``limit``.
+        UnicodeDecodeError: It is not UTF-8 text.
         OSError: It cannot be opened or read (permissions, a name too long, ...).
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
@@ -68,7 +69,4 @@ def read_text_file(path: str | os.PathLike[str], *, limit: int, what: str) -> st
         raise FileRefused(
             f"is larger than {limit:,} bytes, the limit for {what}: is it the right file?"
         )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise FileRefused(f"is not UTF-8 text: {error.reason} at byte {error.start}") from None
+    return data.decode("utf-8")

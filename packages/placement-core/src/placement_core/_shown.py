@@ -50,8 +50,8 @@ _REPR = _Short()
 def shown(value: Any) -> str:
     """``repr(value)``, shortened to about :data:`MAX_SHOWN_CHARS` characters.
 
-    >>> shown("x" * 1000)[-20:]
-    "... (1000 characters)"
+    >>> shown("x" * 1000)[-21:]
+    '... (1000 characters)'
     >>> shown(list(range(100)))
     '[0, 1, 2, 3, 4, 5, ...]'
     """

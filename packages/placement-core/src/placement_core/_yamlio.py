@@ -221,6 +221,8 @@ def read_document(source: str | os.PathLike[str]) -> tuple[Any, str]:
         raise ConfigError([Problem(name, "is a directory, expected a YAML file")]) from None
     except FileRefused as error:
         raise ConfigError([Problem(name, str(error))]) from None
+    except UnicodeDecodeError as error:
+        raise ConfigError([Problem(name, f"cannot read the file: {error}")]) from None
     except OSError as error:
         raise ConfigError(
             [Problem(name, f"cannot read the file: {error.strerror or error}")]

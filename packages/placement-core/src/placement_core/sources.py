@@ -112,9 +112,14 @@ def _read_snapshot(source: SnapshotSource, position: int) -> tuple[Mapping[str, 
     except FileNotFoundError:
         raise InventoryError("no such snapshot file", path=name) from None
     except IsADirectoryError:
-        raise InventoryError("is a directory, expected a node snapshot file", path=name) from None
+        raise InventoryError(
+            "cannot read the snapshot: it is a directory, expected a node snapshot file",
+            path=name,
+        ) from None
     except FileRefused as error:
         raise InventoryError(str(error), path=name) from None
+    except UnicodeDecodeError as error:
+        raise InventoryError(f"cannot read the snapshot: {error}", path=name) from None
     except OSError as error:
         raise InventoryError(
             f"cannot read the snapshot: {error.strerror or error}", path=name
