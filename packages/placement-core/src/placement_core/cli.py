@@ -24,6 +24,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TextIO
 
 from ._limits import MAX_PROCESSES
