@@ -239,6 +239,18 @@ def test_a_config_error_lists_a_bounded_number_of_problems() -> None:
     assert str(caught.value).count("\n  - ") == MAX_PROBLEMS_SHOWN
 
 
+def test_the_cli_lists_a_bounded_number_of_problems(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    groups = "".join(f"    - {{label: g{i}, node_ranks: x}}\n" for i in range(200))
+    path.write_text(
+        cluster("num_nodes: 2\ncomponent_placement: {a: 0}\n") + "  node_groups:\n" + groups
+    )
+    result = cli("validate", str(path))
+    assert_clean_failure(result)
+    assert result.stderr.count("\n  - ") == MAX_PROBLEMS_SHOWN
+    assert result.stderr.endswith(f"  ... and {200 - MAX_PROBLEMS_SHOWN} more\n")
+
+
 # --- 2. Sizes are checked before anything is expanded ------------------------------------
 
 

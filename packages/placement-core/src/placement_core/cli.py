@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from ._limits import MAX_PROCESSES
+from ._limits import MAX_PROBLEMS_SHOWN, MAX_PROCESSES
 from ._plan import Plan, plan
 from ._shown import shown, shown_digits
 from ._version import __version__
@@ -235,8 +235,11 @@ def _report(error: PlacementError, config: str | None, err: TextIO) -> None:
     if isinstance(error, ConfigError) and len(error.problems) > 1:
         err.write(f"{PROG}: {config}: {len(error.problems)} problems:\n")
         # In file order, so a reader walks the YAML top to bottom (stable within a line).
-        for problem in sorted(error.problems, key=lambda p: line_of(p.path, lines) or 0):
+        ordered = sorted(error.problems, key=lambda p: line_of(p.path, lines) or 0)
+        for problem in ordered[:MAX_PROBLEMS_SHOWN]:
             err.write(f"  - {_located(str(problem), problem.path, config, lines)}\n")
+        if len(ordered) > MAX_PROBLEMS_SHOWN:
+            err.write(f"  ... and {len(ordered) - MAX_PROBLEMS_SHOWN} more\n")
         return
     err.write(f"{PROG}: error: {_located(str(error), error.path, config, lines)}\n")
 
