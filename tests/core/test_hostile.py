@@ -33,6 +33,7 @@ from placement_core import (
 from placement_core._limits import (
     MAX_ACCELERATORS_PER_NODE,
     MAX_CONFIG_BYTES,
+    MAX_EXPANDED_RANKS,
     MAX_NODES,
     MAX_PROBLEMS_SHOWN,
     MAX_PROCESSES,
@@ -268,6 +269,18 @@ def test_a_huge_node_rank_range_is_refused_before_expansion() -> None:
 def test_many_overlapping_ranges_are_merged_not_expanded_each() -> None:
     ranks = parse_rank_list(",".join(["0-99999"] * 2000))
     assert ranks == tuple(range(100_000))
+
+
+def test_many_wide_overlapping_rank_lists_are_refused_once() -> None:
+    # A thousand short lines that would expand to 100 million node ranks.
+    groups = "".join(f"    - {{label: g{i}, node_ranks: 0-99999}}\n" for i in range(1000))
+    text = cluster("num_nodes: 100000\ncomponent_placement: {a: 0}\n") + "  node_groups:\n"
+    message = error_of("load_config(sys.argv[1])", text + groups)
+    assert message == (
+        "ConfigError: cluster.node_groups[10].node_ranks: the config's rank lists name more "
+        f"than {MAX_EXPANDED_RANKS:,} node ranks in all (every node_ranks counts, overlapping "
+        "ones too): is a range mistyped? (got '0-99999')"
+    )
 
 
 def test_one_resource_for_a_hundred_million_processes_fails_at_once() -> None:

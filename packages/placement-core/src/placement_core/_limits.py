@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "MAX_ACCELERATORS_PER_NODE",
     "MAX_CONFIG_BYTES",
+    "MAX_EXPANDED_RANKS",
     "MAX_INT_DIGITS",
     "MAX_NODES",
     "MAX_PROBLEMS_SHOWN",
@@ -26,6 +27,9 @@ __all__ = [
 MAX_NODES = 100_000
 #: Accelerators of one node (an ``inventory:`` count, a snapshot, ``--accelerators-per-node``).
 MAX_ACCELERATORS_PER_NODE = 1024
+#: Node ranks that all rank lists of one config name together (each list is expanded,
+#: and overlapping lists count each time): ten lists of every node of the largest cluster.
+MAX_EXPANDED_RANKS = 10 * MAX_NODES
 #: Processes of one plan, all components together; :func:`placement_core.plan` takes
 #: ``max_processes=`` (the CLI ``--max-processes``) to change it. Ten times the
 #: 1.1 million processes of a 10,000-node x 8 GPU job (planned in about 2 s and 1 GB).

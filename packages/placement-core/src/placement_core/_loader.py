@@ -17,7 +17,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ._checks import cross_check
-from ._fields import ALL_UNRESOLVED
+from ._fields import ALL_UNRESOLVED, RANK_BUDGET, RANKS_SPENT
+from ._limits import MAX_EXPANDED_RANKS
 from ._models import ClusterConfig
 from ._problems import problems_from_validation_error
 from ._raw_facts import raw_facts
@@ -116,17 +117,22 @@ def load_config(
     section = _cluster_section(document, name)
     num_nodes = section.get("num_nodes")
     # num_nodes: None tells node_ranks that `all` has no set to expand to, for now.
-    context = {"num_nodes": num_nodes if type(num_nodes) is int and num_nodes > 0 else None}
+    context: dict[str, Any] = {
+        "num_nodes": num_nodes if type(num_nodes) is int and num_nodes > 0 else None,
+        RANK_BUDGET: [MAX_EXPANDED_RANKS],
+    }
     try:
         return ClusterConfig.model_validate(section, context=context)
     except ValidationError as error:
         problems = [
             problem
             for problem in problems_from_validation_error(error, ClusterConfig)
-            if problem.message != ALL_UNRESOLVED
+            if problem.message not in (ALL_UNRESOLVED, RANKS_SPENT)
         ]
     # The config is broken somewhere: still run every cross-part rule whose inputs are valid.
     seen = {(p.path, p.message) for p in problems}
+    # The second pass validates each field again, under a fresh budget.
+    context[RANK_BUDGET] = [MAX_EXPANDED_RANKS]
     for suffix, message, value in cross_check(raw_facts(section, context), groups=True):
         problem = Problem(f"{ROOT}{suffix}", message, value)
         if (problem.path, problem.message) not in seen:
