@@ -23,14 +23,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from placement_core import (
+    Accelerator,
     ConfigError,
     Inventory,
     InventoryError,
+    Node,
     PlacementRuleError,
     load_config,
     plan,
 )
 from placement_core._limits import (
+    MAX_ACCELERATOR_INDEX,
     MAX_ACCELERATORS_PER_NODE,
     MAX_CONFIG_BYTES,
     MAX_EXPANDED_RANKS,
@@ -602,6 +605,20 @@ def test_a_snapshot_with_too_many_accelerators_is_refused() -> None:
     accelerators = [{"index": i, "type": "nvidia"} for i in range(MAX_ACCELERATORS_PER_NODE + 1)]
     with pytest.raises(InventoryError, match=f"more than {MAX_ACCELERATORS_PER_NODE:,}"):
         node_from_snapshot(_snapshot(accelerators=accelerators), rank=0)
+
+
+def test_a_snapshot_accelerator_index_beyond_the_limit_is_refused() -> None:
+    snapshot = _snapshot(accelerators=[{"index": 1 << 24, "type": "nvidia"}])
+    with pytest.raises(InventoryError) as caught:
+        node_from_snapshot(snapshot, rank=0)
+    assert caught.value.path == "snapshot #0: accelerators[0].index"
+    assert f"<= {MAX_ACCELERATOR_INDEX}" in caught.value.reason
+
+
+def test_an_inventory_accelerator_index_beyond_the_limit_is_refused() -> None:
+    node = Node(rank=0, node_id="n0", accelerators=(Accelerator(index=1 << 24),))
+    with pytest.raises(InventoryError, match=f"from 0 to {MAX_ACCELERATOR_INDEX:,}"):
+        Inventory((node,))
 
 
 def test_a_snapshot_larger_than_the_limit_is_refused(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "MAX_ACCELERATORS_PER_NODE",
+    "MAX_ACCELERATOR_INDEX",
     "MAX_CONFIG_BYTES",
     "MAX_EXPANDED_RANKS",
     "MAX_INT_DIGITS",
@@ -30,6 +31,9 @@ MAX_ACCELERATORS_PER_NODE = 1024
 #: Node ranks that all rank lists of one config name together (each list is expanded,
 #: and overlapping lists count each time): ten lists of every node of the largest cluster.
 MAX_EXPANDED_RANKS = 10 * MAX_NODES
+#: The node-local index of an accelerator (NVML numbers a node's GPUs from 0; planning
+#: keys a device by node and index, so an index must stay well inside 24 bits).
+MAX_ACCELERATOR_INDEX = 65_535
 #: Processes of one plan, all components together; :func:`placement_core.plan` takes
 #: ``max_processes=`` (the CLI ``--max-processes``) to change it. Ten times the
 #: 1.1 million processes of a 10,000-node x 8 GPU job (planned in about 2 s and 1 GB).

@@ -11,8 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._limits import MAX_ACCELERATORS_PER_NODE, MAX_NODES
+from ._limits import MAX_ACCELERATOR_INDEX, MAX_ACCELERATORS_PER_NODE, MAX_NODES
 from ._scalars import is_int
+from ._shown import shown
 from .errors import InventoryError
 
 __all__ = [
@@ -98,7 +99,7 @@ class Inventory:
         if ranks != list(range(len(nodes))):
             raise InventoryError(
                 f"node ranks must be exactly 0..{len(nodes) - 1} with no gaps or repeats, "
-                f"got {ranks}",
+                f"got {shown(ranks)}",
                 path="inventory",
             )
         # Nodes of a uniform inventory share one accelerators tuple: check it once, not
@@ -139,7 +140,7 @@ class Inventory:
         """``num_nodes`` identical nodes with ``accelerators_per_node`` accelerators each."""
         if not is_int(num_nodes) or not 1 <= num_nodes <= MAX_NODES:
             raise InventoryError(
-                f"expected an int from 1 to {MAX_NODES}, got {num_nodes!r}", path="num_nodes"
+                f"expected an int from 1 to {MAX_NODES}, got {shown(num_nodes)}", path="num_nodes"
             )
         if (
             not is_int(accelerators_per_node)
@@ -147,7 +148,7 @@ class Inventory:
         ):
             raise InventoryError(
                 f"expected an int from 0 to {MAX_ACCELERATORS_PER_NODE}, "
-                f"got {accelerators_per_node!r}",
+                f"got {shown(accelerators_per_node)}",
                 path="accelerators_per_node",
             )
         shared = tuple(
@@ -170,7 +171,16 @@ def _check_node(node: Node) -> None:
     where = f"inventory.nodes[{node.rank}]"
     indices = [a.index for a in node.accelerators]
     if len(set(indices)) != len(indices):
-        raise InventoryError(f"accelerator indices repeat: {indices}", path=f"{where}.accelerators")
+        raise InventoryError(
+            f"accelerator indices repeat: {shown(indices)}", path=f"{where}.accelerators"
+        )
+    if indices and not (
+        is_int(min(indices)) and 0 <= min(indices) <= max(indices) <= (MAX_ACCELERATOR_INDEX)
+    ):
+        raise InventoryError(
+            f"accelerator indices run from 0 to {MAX_ACCELERATOR_INDEX:,}, got {shown(indices)}",
+            path=f"{where}.accelerators",
+        )
     if indices != sorted(indices):
         object.__setattr__(
             node, "accelerators", tuple(sorted(node.accelerators, key=lambda a: a.index))
@@ -178,6 +188,6 @@ def _check_node(node: Node) -> None:
     types = {a.type for a in node.accelerators}
     if len(types) > 1:
         raise InventoryError(
-            f"one node may hold accelerators of one type only, got {sorted(types)}",
+            f"one node may hold accelerators of one type only, got {shown(sorted(types))}",
             path=f"{where}.accelerators",
         )

@@ -41,7 +41,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._files import FileRefused, read_text_file
-from ._limits import MAX_ACCELERATORS_PER_NODE, MAX_SNAPSHOT_BYTES
+from ._limits import MAX_ACCELERATOR_INDEX, MAX_ACCELERATORS_PER_NODE, MAX_SNAPSHOT_BYTES
 from ._problems import problems_from_validation_error
 from ._scalars import is_int
 from ._shown import shown
@@ -70,6 +70,7 @@ SnapshotSource = str | os.PathLike[str] | Mapping[str, Any]
 """A snapshot: a path to a JSON file, or the parsed dict."""
 
 _Count = Annotated[int, Field(strict=True, ge=0)]
+_Index = Annotated[int, Field(strict=True, ge=0, le=MAX_ACCELERATOR_INDEX)]
 
 
 class _Lenient(BaseModel):
@@ -77,7 +78,7 @@ class _Lenient(BaseModel):
 
 
 class _SnapshotAccelerator(_Lenient):
-    index: _Count
+    index: _Index
     type: AcceleratorType
     model: str | None = None
     uuid: str | None = None
