@@ -673,7 +673,9 @@ def test_the_cli_refuses_a_faulty_accelerator(tmp_path: Path) -> None:
 @given(
     junk=st.recursive(
         st.one_of(st.integers(), st.text(max_size=30), st.none(), st.booleans()),
-        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner)
+        ),
         max_leaves=30,
     ),
     key=st.sampled_from(["accelerators", "cpus", "hostname", "node_rank", "schema"]),
