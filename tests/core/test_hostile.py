@@ -694,3 +694,18 @@ def test_snapshot_and_config_share_the_accelerator_limit() -> None:
     config = load_config(cluster("num_nodes: 1\ncomponent_placement: {a: 0}\n"))
     with pytest.raises(InventoryError, match=str(MAX_ACCELERATORS_PER_NODE)):
         inventory_for(config, accelerators_per_node=MAX_ACCELERATORS_PER_NODE + 1)
+
+
+# --- the limits page ---------------------------------------------------------------------
+
+
+def test_the_limits_page_states_every_limit() -> None:
+    import placement_core._limits as limits
+
+    page = (Path(__file__).resolve().parents[2] / "docs/reference/limits.md").read_text()
+    for name in limits.__all__:
+        value = getattr(limits, name)
+        written = (
+            f"{value >> 20} MiB" if value >= 1 << 20 and value % (1 << 20) == 0 else (f"{value:,}")
+        )
+        assert written in page, f"docs/reference/limits.md does not state {name} ({written})"
