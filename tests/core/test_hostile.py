@@ -234,6 +234,15 @@ def test_every_message_quotes_a_value_shortened(value: object, field: str) -> No
         assert len(str(problem)) < 6 * MAX_SHOWN_CHARS + len(problem.path)
 
 
+def test_a_caret_under_a_long_rule_shows_a_window_around_it() -> None:
+    rule = "0-3," * 20_000 + "x"
+    message = problems(cluster(f"num_nodes: 2\ncomponent_placement: {{a: '{rule}'}}\n"))[0]
+    source_line, caret_line = message.splitlines()[-2:]
+    assert source_line.endswith("0-3,x")
+    assert caret_line.index("^") == len(source_line) - 1
+    assert len(source_line) < 2 * MAX_SHOWN_CHARS
+
+
 def test_a_config_error_lists_a_bounded_number_of_problems() -> None:
     groups = [{"label": f"g{i}", "node_ranks": "x"} for i in range(500)]
     with pytest.raises(ConfigError) as caught:

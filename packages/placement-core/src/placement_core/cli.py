@@ -47,7 +47,7 @@ FORMATS = ("table", "map", "json", "svg", "html")
 
 
 def _integer(text: str, low: int, high: int) -> int:
-    # Digits only: int() would also take "1_000", " 8 " and "٣", and refuses 4,301+ digits.
+    # ASCII digits only: int() would also take "1_000" and "٣", and refuses 4,301+ digits.
     digits = text.strip()
     if not digits.isascii() or not digits.isdigit():
         raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {shown(text)}")
