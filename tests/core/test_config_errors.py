@@ -203,7 +203,7 @@ def test_env_vars_are_single_key_maps(env_vars: object, path_suffix: str) -> Non
 def test_yaml_boolean_env_value_tells_to_quote_it() -> None:
     source = (
         "cluster:\n  num_nodes: 1\n  component_placement: {a: 0}\n  node_groups:\n"
-        "    - {label: g, node_ranks: 0, env_configs: [{node_ranks: 0, env_vars: [{X: on}]}]}\n"
+        "    - {label: g, node_ranks: 0, env_configs: [{node_ranks: 0, env_vars: [{X: true}]}]}\n"
     )
     assert "quote the value" in only(source).message
 

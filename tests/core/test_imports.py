@@ -107,5 +107,11 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 
 def test_the_constants_module_is_a_leaf() -> None:
-    for leaf in ("_vocab", "_tokens", "_scalars"):
+    for leaf in ("_vocab", "_scalars", "_limits"):
         assert _imports(f"{PACKAGE}.{leaf}", MODULES[f"{PACKAGE}.{leaf}"]) == set()
+
+
+def test_the_message_helpers_import_only_leaves() -> None:
+    leaves = {f"{PACKAGE}._limits", f"{PACKAGE}._shown"}
+    for module in ("_shown", "_tokens"):
+        assert _imports(f"{PACKAGE}.{module}", MODULES[f"{PACKAGE}.{module}"]) <= leaves

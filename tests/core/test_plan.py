@@ -313,14 +313,14 @@ def test_plan_leaves_the_garbage_collector_alone_by_default(
 
 
 def test_plan_pauses_the_garbage_collector_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
-    place_rule = planner._place_rule
+    build = planner.build_placements
     collector_on: list[bool] = []
 
     def recording(*args: Any) -> Any:
         collector_on.append(gc.isenabled())
-        return place_rule(*args)
+        return build(*args)
 
-    monkeypatch.setattr(planner, "_place_rule", recording)
+    monkeypatch.setattr(planner, "build_placements", recording)
     plan(cluster(1, {"actor": "all"}), Inventory.uniform(1, 8), pause_gc=True)
     assert collector_on == [False]
     assert gc.isenabled()

@@ -115,9 +115,7 @@ def test_python_dash_m_runs_the_cli(use_node: UseNode) -> None:
     assert result.stdout.splitlines()[1].split()[:3] == ["GPU0", "X", "NV18"]
 
 
-@pytest.mark.parametrize(
-    "make", [fakelib.dgx_h100, fakelib.mig_node, fakelib.no_permission, fakelib.init_failure]
-)
+@pytest.mark.parametrize("make", [fakelib.dgx_h100, fakelib.mig_node, fakelib.init_failure])
 def test_snapshot_json_is_what_placement_plan_inventory_reads(
     use_node: UseNode, tmp_path: Path, make: Callable[[], fakelib.Topology]
 ) -> None:
@@ -137,3 +135,24 @@ def test_snapshot_json_is_what_placement_plan_inventory_reads(
     written = json.loads(result.stdout)
     assert [a.index for a in node.accelerators] == [a["index"] for a in written["accelerators"]]
     assert [a.uuid for a in node.accelerators] == [a["uuid"] for a in written["accelerators"]]
+
+
+def test_placement_refuses_the_accelerators_a_snapshot_marks_faulty(
+    use_node: UseNode, tmp_path: Path
+) -> None:
+    from placement_core import sources
+    from placement_core.errors import InventoryError
+
+    use_node(fakelib.no_permission())  # GPU 1: no permission for its handle; GPU 3: lost
+    result = subprocess.run(
+        [sys.executable, "-m", "placement_native", "snapshot", "--json"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        check=True,
+    )
+    path = tmp_path / "node.json"
+    path.write_text(result.stdout)
+    with pytest.raises(InventoryError, match="node 0: accelerator 1 failed a query") as caught:
+        sources.node_from_snapshot(path, rank=0)
+    assert "NO_PERMISSION" in caught.value.reason

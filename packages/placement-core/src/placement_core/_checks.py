@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ._problems import did_you_mean
 from ._rule_grammar import parse_rule
+from ._shown import shown
 from ._vocab import RESERVED_ENV_VARS, RESERVED_LABELS
 from .errors import PlacementError, PlacementSyntaxError
 from .hardware import HardwareConfig
@@ -182,7 +183,7 @@ def _check_labels(facts: ConfigFacts) -> Iterable[Issue]:
         if group.label in RESERVED_LABELS:
             yield (
                 f".node_groups[{g}].label",
-                f"{group.label!r} is reserved for the built-in group of all nodes "
+                f"{shown(group.label)} is reserved for the built-in group of all nodes "
                 "(the reserved labels are 'cluster' and 'node'); choose another label",
                 group.label,
             )
@@ -203,7 +204,7 @@ def unknown_group_message(label: str, defined: Sequence[str]) -> str:
         listed = f"the defined groups are {', '.join(own)}, plus the reserved 'cluster' and 'node'"
     else:
         listed = "no node_groups are defined, so only the reserved 'cluster' and 'node' exist"
-    return f"{label!r} is not a defined node group: {listed}" + did_you_mean(
+    return f"{shown(label)} is not a defined node group: {listed}" + did_you_mean(
         label, (*own, *RESERVED_LABELS)
     )
 
@@ -234,7 +235,8 @@ def _check_components(facts: ConfigFacts) -> Iterable[Issue]:
             if name in owner:
                 yield (
                     where,
-                    f"component {name!r} is already placed by component_placement.{owner[name]}",
+                    f"component {shown(name)} is already placed by "
+                    f"component_placement.{owner[name]}",
                     rule.key,
                 )
             else:

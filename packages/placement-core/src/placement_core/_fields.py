@@ -13,13 +13,17 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, WithJsonSchema
 
 from ._checks import nodes, rule_syntax_error
+from ._limits import MAX_EXPANDED_RANKS
 from ._problems import Issues, issue
 from ._scalars import is_int
+from ._shown import shown
 from .errors import PlacementError, PlacementSyntaxError
 from .ranks import format_rank_list, parse_rank_list
 
 __all__ = [
     "ALL_UNRESOLVED",
+    "RANKS_SPENT",
+    "RANK_BUDGET",
     "EnvVars",
     "GroupLabels",
     "InterpreterPath",
@@ -54,6 +58,9 @@ def _node_ranks(value: object, info: ValidationInfo) -> tuple[int, ...]:
     num_nodes = given if isinstance(given, int) and given > 0 else None
     if "num_nodes" in context and num_nodes is None and _mentions_all(value):
         raise issue(ALL_UNRESOLVED)  # num_nodes is broken and reported by itself
+    budget = context.get(RANK_BUDGET)
+    if isinstance(budget, list) and budget[0] < 0:
+        raise issue(RANKS_SPENT)  # the list that spent the budget is reported
     try:
         ranks = parse_rank_list(
             value, available=range(num_nodes) if num_nodes and _mentions_all(value) else None
@@ -68,7 +75,23 @@ def _node_ranks(value: object, info: ValidationInfo) -> tuple[int, ...]:
             f"{num_nodes}, so valid node ranks are 0-{num_nodes - 1}",
             format_rank_list(ranks),
         )
+    if isinstance(budget, list):
+        budget[0] -= len(ranks)
+        if budget[0] < 0:
+            raise issue(
+                f"the config's rank lists name more than {MAX_EXPANDED_RANKS:,} node ranks in "
+                "all (every node_ranks counts, overlapping ones too): is a range mistyped?",
+                format_rank_list(ranks),
+            )
     return ranks
+
+
+#: The context key of the node ranks one load may still expand: a one-item list shared
+#: by every rank list of the config (``[MAX_EXPANDED_RANKS]``), so a small config of many
+#: wide, overlapping ranges cannot expand to hundreds of millions of ranks.
+RANK_BUDGET = "rank_budget"
+#: Reported instead of rank lists left unchecked once the budget is spent.
+RANKS_SPENT = "not checked: the config's rank lists already name too many node ranks"
 
 
 #: Reported instead of a node_ranks problem that only a broken num_nodes caused.
@@ -141,8 +164,7 @@ def _env_vars(value: object) -> object:
             continue
         if isinstance(raw, bool) or raw is None or not isinstance(raw, str | int | float):
             hint = (
-                " (YAML reads yes/no/on/off/true/false as booleans and ~/null as null: "
-                "quote the value)"
+                " (YAML reads true/false as booleans and ~/null as null: quote the value)"
                 if isinstance(raw, bool) or raw is None
                 else ""
             )
@@ -198,7 +220,7 @@ def _node_group_labels(value: object) -> object:
         if not isinstance(item, str) or not item.strip():
             issues.append((suffix, "expected a non-empty group label", item))
         elif item.strip() in labels:
-            issues.append((suffix, f"group {item.strip()!r} is listed twice", value))
+            issues.append((suffix, f"group {shown(item.strip())} is listed twice", value))
         else:
             labels.append(item.strip())
     if not items:

@@ -17,10 +17,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from ._checks import cross_check
-from ._fields import ALL_UNRESOLVED
+from ._fields import ALL_UNRESOLVED, RANK_BUDGET, RANKS_SPENT
+from ._limits import MAX_EXPANDED_RANKS
 from ._models import ClusterConfig
 from ._problems import problems_from_validation_error
 from ._raw_facts import raw_facts
+from ._shown import shown
 from ._vocab import ROOT_KEY as ROOT
 from ._yamlio import plain, read_document
 from .errors import ConfigError, Problem
@@ -34,15 +36,15 @@ def _cluster_section(document: Any, name: str) -> Mapping[str, Any]:
             [
                 Problem(
                     name,
-                    f"expected YAML with a top-level 'cluster:' key, got the text {document!r} "
-                    "(if it is a file path: no such file)",
+                    "expected YAML with a top-level 'cluster:' key, got the text "
+                    f"{shown(document)} (if it is a file path: no such file)",
                 )
             ]
         )
     if not isinstance(document, Mapping):
-        shown = "an empty document" if document is None else type(document).__name__
+        got = "an empty document" if document is None else type(document).__name__
         raise ConfigError(
-            [Problem(name, f"expected a mapping with a top-level 'cluster:' key, got {shown}")]
+            [Problem(name, f"expected a mapping with a top-level 'cluster:' key, got {got}")]
         )
     if ROOT in document:
         section = document[ROOT]
@@ -56,7 +58,29 @@ def _cluster_section(document: Any, name: str) -> Mapping[str, Any]:
             Problem(
                 ROOT,
                 "missing: the config needs a top-level 'cluster:' key "
-                f"(found keys: {', '.join(map(str, document)) or 'none'})",
+                f"(found keys: {_keys(document)})",
+            )
+        ]
+    )
+
+
+def _keys(document: Mapping[Any, Any]) -> str:
+    keys = [str(key) if isinstance(key, str) else shown(key) for key in list(document)[:10]]
+    keys = [key if len(key) <= 40 else key[:37] + "..." for key in keys]
+    more = f" and {len(document) - 10} more" if len(document) > 10 else ""
+    return (", ".join(keys) or "none") + more
+
+
+def _check_source(source: object) -> None:
+    if isinstance(source, str | os.PathLike | Mapping | ClusterConfig):
+        return
+    hint = " (decode it first: data.decode())" if isinstance(source, bytes | bytearray) else ""
+    raise ConfigError(
+        [
+            Problem(
+                "<config>",
+                "expected a path, YAML text, a mapping or a ClusterConfig, got "
+                f"{type(source).__name__} {shown(source)}{hint}",
             )
         ]
     )
@@ -78,10 +102,12 @@ def load_config(
         The frozen, checked config.
 
     Raises:
-        ConfigError: The file cannot be read, the YAML does not parse, or the config
+        ConfigError: ``source`` is of another type, the file cannot be read or is too
+            large (docs/reference/limits.md), the YAML does not parse, or the config
             breaks any rule of SPEC 3; ``problems`` lists every problem found, each with
             its YAML path, the offending value and the rule.
     """
+    _check_source(source)
     if isinstance(source, ClusterConfig):
         return source
     if isinstance(source, Mapping):
@@ -91,17 +117,22 @@ def load_config(
     section = _cluster_section(document, name)
     num_nodes = section.get("num_nodes")
     # num_nodes: None tells node_ranks that `all` has no set to expand to, for now.
-    context = {"num_nodes": num_nodes if type(num_nodes) is int and num_nodes > 0 else None}
+    context: dict[str, Any] = {
+        "num_nodes": num_nodes if type(num_nodes) is int and num_nodes > 0 else None,
+        RANK_BUDGET: [MAX_EXPANDED_RANKS],
+    }
     try:
         return ClusterConfig.model_validate(section, context=context)
     except ValidationError as error:
         problems = [
             problem
             for problem in problems_from_validation_error(error, ClusterConfig)
-            if problem.message != ALL_UNRESOLVED
+            if problem.message not in (ALL_UNRESOLVED, RANKS_SPENT)
         ]
     # The config is broken somewhere: still run every cross-part rule whose inputs are valid.
     seen = {(p.path, p.message) for p in problems}
+    # The second pass validates each field again, under a fresh budget.
+    context[RANK_BUDGET] = [MAX_EXPANDED_RANKS]
     for suffix, message, value in cross_check(raw_facts(section, context), groups=True):
         problem = Problem(f"{ROOT}{suffix}", message, value)
         if (problem.path, problem.message) not in seen:

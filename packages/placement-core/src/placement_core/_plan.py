@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ._limits import MAX_PROCESSES
 from ._scalars import is_int
+from ._shown import shown
 from .config import ClusterConfig, ComponentRule, load_config
 from .env import worker_env
 from .errors import (
@@ -31,7 +33,7 @@ from .errors import (
 from .inventory import Inventory
 from .ranks import format_rank_list
 from .records import Placement, build_placements, gc_paused_if
-from .rules import Entry, parse_rule, resolve_rule
+from .rules import Entry, Rule, parse_rule, resolve_rule
 from .sources import attach_hardware, inventory_for
 from .spaces import ResourceSpace, SpaceKind, build_space
 
@@ -148,7 +150,7 @@ class Plan:
         except KeyError:
             known = ", ".join(self.components) or "none"
             raise PlacementRuleError(
-                f"no component is called {component!r}; components: {known}",
+                f"no component is called {shown(component)}; components: {known}",
                 path="component",
             ) from None
 
@@ -161,7 +163,8 @@ class Plan:
         placements = self.placements(component)
         if not is_int(rank) or not 0 <= rank < len(placements):
             raise PlacementRuleError(
-                f"component {component!r} has ranks 0..{len(placements) - 1}, got {rank!r}",
+                f"component {shown(component)} has ranks 0..{len(placements) - 1}, "
+                f"got {shown(rank)}",
                 path="rank",
             )
         return placements[rank]
@@ -260,6 +263,7 @@ def plan(
     *,
     colocate: Iterable[Iterable[str]] = (),
     pause_gc: bool = False,
+    max_processes: int = MAX_PROCESSES,
 ) -> Plan:
     """Plan every component of a config.
 
@@ -275,6 +279,10 @@ def plan(
             Faster for plans of hundreds of thousands of processes, but it acts on the
             whole process (other threads allocate without collections meanwhile), so it
             is off by default. The collector's previous state is restored.
+        max_processes: The most processes the plan may make, all components together
+            (default :data:`~placement_core._limits.MAX_PROCESSES`, ten million). Counts
+            are computed from the rules before any record is built, so a typo such as
+            ``0:0-99999999`` fails at once.
 
     Returns:
         The plan.
@@ -283,8 +291,14 @@ def plan(
         ConfigError: The config is invalid or sets a reserved env var.
         InventoryError: The inventory does not have ``num_nodes`` nodes.
         PlacementSyntaxError: A rule does not parse.
-        PlacementRuleError: A rule cannot be placed (the message names the rule's path).
+        PlacementRuleError: A rule cannot be placed (the message names the rule's path),
+            or the plan would make more than ``max_processes`` processes (the message
+            says how many).
     """
+    if not is_int(max_processes) or max_processes < 1:
+        raise PlacementRuleError(
+            f"max_processes must be an int >= 1, got {shown(max_processes)}", path="max_processes"
+        )
     if not isinstance(config, ClusterConfig):
         config = load_config(config)
     if inventory is None:
@@ -299,23 +313,31 @@ def plan(
     spaces: dict[tuple[str, ...], ResourceSpace] = {}
     components: dict[str, tuple[Placement, ...]] = {}
     resolved: list[tuple[ComponentRule, ResourceSpace, list[Entry]]] = []
+    parsed = {
+        key: _prepare_rule(key, rule, config, inventory, spaces)
+        for key, rule in config.component_placement.items()
+    }
+    _check_process_count(parsed, max_processes)
     with gc_paused_if(pause_gc):
         for key, rule in config.component_placement.items():
-            placements, entries = _place_rule(key, rule, config, inventory, spaces)
+            parsed_rule, space = parsed[key]
+            entries = resolve_rule(parsed_rule, space, stride=rule.stride)
+            placements = build_placements(entries, inventory)
             for name in rule.names:
                 components[name] = placements
-            resolved.append((rule, spaces[rule.node_groups], entries))
+            resolved.append((rule, space, entries))
         warnings = _sharing_warnings(resolved, colocate)
     return Plan(config, inventory, MappingProxyType(components), tuple(warnings))
 
 
-def _place_rule(
+def _prepare_rule(
     key: str,
     rule: ComponentRule,
     config: ClusterConfig,
     inventory: Inventory,
     spaces: dict[tuple[str, ...], ResourceSpace],
-) -> tuple[tuple[Placement, ...], list[Entry]]:
+) -> tuple[Rule, ResourceSpace]:
+    """The parsed rule and the resource space it is resolved against."""
     base = f"cluster.component_placement.{key}"
     parsed = parse_rule(rule.placement, path=f"{base}.placement")
     space = spaces.get(rule.node_groups)
@@ -325,8 +347,29 @@ def _place_rule(
         except (PlacementRuleError, InventoryError) as error:
             raise error.with_path(f"{base}.node_group") from None
         spaces[rule.node_groups] = space
-    entries = resolve_rule(parsed, space, stride=rule.stride)
-    return build_placements(entries, inventory), entries
+    return parsed, space
+
+
+def _check_process_count(
+    parsed: Mapping[str, tuple[Rule, ResourceSpace]], max_processes: int
+) -> None:
+    """Refuse a plan of more than ``max_processes`` processes before building any."""
+    # A rule's count is known from its text, or is its space's size for a lone `all`.
+    counts = {
+        key: rule.num_processes if rule.num_processes is not None else space.size
+        for key, (rule, space) in parsed.items()
+    }
+    total = sum(counts.values())
+    if total <= max_processes:
+        return
+    largest = sorted(counts.items(), key=lambda item: -item[1])[:3]
+    shown_counts = ", ".join(f"{shown(key)}: {count:,}" for key, count in largest)
+    raise PlacementRuleError(
+        f"the plan would make {total:,} processes ({shown_counts}), more than "
+        f"max_processes={max_processes:,}: check the rules for a typo, or raise the limit "
+        "with plan(..., max_processes=N) or placement plan --max-processes N",
+        path="cluster.component_placement",
+    )
 
 
 def _occupied(entries: Sequence[Entry]) -> tuple[set[int], set[tuple[int, str, int]]]:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._limits import MAX_RANK_DIGITS
 from ._scalars import is_int
-from ._tokens import RANK_TOKEN, caret_block
+from ._shown import shown, shown_digits
+from ._tokens import RANK_TOKEN, caret_block, rank_int
 from .errors import PlacementRuleError, PlacementSyntaxError
 
 __all__ = ["Rule", "Segment", "check_divides", "parse_rule", "rule_error"]
@@ -97,7 +99,7 @@ def parse_rule(text: str | int, *, path: str | None = None) -> Rule:
     if not (is_int(text) or isinstance(text, str)):
         raise PlacementRuleError(
             f"expected a placement rule such as '0-7' or '0-3:0-7', "
-            f"got {type(text).__name__} {text!r}",
+            f"got {type(text).__name__} {shown(text)}",
             path=path,
         )
     source = str(text)
@@ -160,7 +162,7 @@ def _parse_part(
             found = "nothing"
         else:
             span = (start + lead, end)
-            found = repr(part.strip())
+            found = shown(part.strip())
         hint = " (ranks cannot be negative)" if part.strip().startswith("-") else ""
         allowed = "INT, INT-INT or 'all'" if what == "resource" else "INT or INT-INT"
         raise PlacementSyntaxError(
@@ -171,8 +173,17 @@ def _parse_part(
         )
     if match["all"]:
         return None
-    lo = int(match["lo"])
-    hi = int(match["hi"]) if match["hi"] is not None else lo
+    lo = rank_int(match["lo"])
+    hi = lo if match["hi"] is None else rank_int(match["hi"])
+    if lo is None or hi is None:
+        group = "lo" if lo is None else "hi"
+        raise PlacementSyntaxError(
+            f"{what} rank {shown_digits(match[group])} is too large: a rank has at most "
+            f"{MAX_RANK_DIGITS} digits",
+            source=source,
+            span=(start + match.start(group), start + match.end(group)),
+            path=path,
+        )
     if hi < lo:
         raise PlacementSyntaxError(
             f"{what} range {lo}-{hi} ends before it starts",

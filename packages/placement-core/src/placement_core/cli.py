@@ -4,15 +4,17 @@
 
     placement plan CONFIG [--inventory SNAPSHOT.json ...] [--accelerators-per-node N]
                           [--allow-missing-snapshots] [--format table|map|json|svg|html]
-                          [--expand] [--output FILE]
+                          [--expand] [--output FILE] [--max-processes N]
     placement validate CONFIG [--inventory ...] [--accelerators-per-node N]
-                              [--allow-missing-snapshots]
+                              [--allow-missing-snapshots] [--max-processes N]
     placement schema
 
 Exit status: 0 on success, 1 when the input is wrong (missing file, YAML syntax, config
 rules, inventory, a rule that cannot be placed), 2 for a wrong command line. Errors are
 messages naming the file, the YAML path and the value; never a traceback (set
-``PLACEMENT_DEBUG=1`` to see one for an unexpected failure).
+``PLACEMENT_DEBUG=1`` to see one for an unexpected failure). Inputs are read under the
+limits of docs/reference/limits.md (file sizes, nesting, process count), so a hostile
+or mistyped input gets an answer at once.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from ._limits import MAX_PROBLEMS_SHOWN, MAX_PROCESSES
 from ._plan import Plan, plan
+from ._shown import shown, shown_digits
 from ._version import __version__
-from ._yamlio import line_of, yaml_lines
+from ._yamlio import file_lines, line_of
 from .config import ClusterConfig, config_json_schema, load_config
 from .errors import ConfigError, PlacementError
 from .inventory import MAX_ACCELERATORS_PER_NODE
@@ -42,16 +46,24 @@ EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 FORMATS = ("table", "map", "json", "svg", "html")
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if not 0 <= value <= MAX_ACCELERATORS_PER_NODE:
+def _integer(text: str, low: int, high: int) -> int:
+    # ASCII digits only: int() would also take "1_000" and "٣", and refuses 4,301+ digits.
+    digits = text.strip()
+    if not digits.isascii() or not digits.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {shown(text)}")
+    if len(digits) > 20 or not low <= int(digits) <= high:
         raise argparse.ArgumentTypeError(
-            f"expected an integer from 0 to {MAX_ACCELERATORS_PER_NODE}, got {value}"
+            f"expected an integer from {low} to {high}, got {shown_digits(digits)}"
         )
-    return value
+    return int(digits)
+
+
+def _count(text: str) -> int:
+    return _integer(text, 0, MAX_ACCELERATORS_PER_NODE)
+
+
+def _max_processes(text: str) -> int:
+    return _integer(text, 1, 10**18)
 
 
 def _add_inventory_options(parser: argparse.ArgumentParser) -> None:
@@ -79,6 +91,16 @@ def _add_inventory_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --inventory: plan nodes that have no snapshot (and no inventory: entry) "
         "as nodes without accelerators instead of failing",
+    )
+
+
+def _add_max_processes(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-processes",
+        metavar="N",
+        type=_max_processes,
+        default=MAX_PROCESSES,
+        help=f"refuse a plan of more than N processes in all (default {MAX_PROCESSES:,})",
     )
 
 
@@ -116,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan_parser.add_argument(
         "--expand", action="store_true", help="table: one row per process, no folding"
     )
+    _add_max_processes(plan_parser)
 
     validate_parser = commands.add_parser(
         "validate",
@@ -124,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         "inventory: section or --inventory / --accelerators-per-node is given.",
     )
     _add_inventory_options(validate_parser)
+    _add_max_processes(validate_parser)
 
     commands.add_parser(
         "schema",
@@ -144,7 +168,7 @@ def _make_plan(config: ClusterConfig, args: argparse.Namespace) -> Plan:
         accelerators_per_node=args.accelerators_per_node,
         allow_missing_snapshots=args.allow_missing_snapshots,
     )
-    return plan(config, inventory)
+    return plan(config, inventory, max_processes=args.max_processes)
 
 
 def _render(result: Plan, args: argparse.Namespace) -> str:
@@ -196,15 +220,6 @@ def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _lines(config: str | None) -> dict[str, int]:
-    if not config or not Path(config).is_file():
-        return {}
-    try:
-        return yaml_lines(Path(config).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return {}
-
-
 def _located(text: str, path: str | None, config: str | None, lines: dict[str, int]) -> str:
     """``FILE:LINE: text`` when the YAML path's line is known, else ``FILE: text``."""
     line = line_of(path, lines) if path else None
@@ -216,12 +231,15 @@ def _located(text: str, path: str | None, config: str | None, lines: dict[str, i
 
 
 def _report(error: PlacementError, config: str | None, err: TextIO) -> None:
-    lines = _lines(config)
+    lines = file_lines(config)
     if isinstance(error, ConfigError) and len(error.problems) > 1:
         err.write(f"{PROG}: {config}: {len(error.problems)} problems:\n")
         # In file order, so a reader walks the YAML top to bottom (stable within a line).
-        for problem in sorted(error.problems, key=lambda p: line_of(p.path, lines) or 0):
+        ordered = sorted(error.problems, key=lambda p: line_of(p.path, lines) or 0)
+        for problem in ordered[:MAX_PROBLEMS_SHOWN]:
             err.write(f"  - {_located(str(problem), problem.path, config, lines)}\n")
+        if len(ordered) > MAX_PROBLEMS_SHOWN:
+            err.write(f"  ... and {len(ordered) - MAX_PROBLEMS_SHOWN} more\n")
         return
     err.write(f"{PROG}: error: {_located(str(error), error.path, config, lines)}\n")
 

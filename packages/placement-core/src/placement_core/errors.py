@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
+from ._limits import MAX_PROBLEMS_SHOWN
+from ._shown import shown
 from ._tokens import caret_block
 
 __all__ = [
@@ -78,8 +80,8 @@ class Problem:
     value: Any = None
 
     def __str__(self) -> str:
-        shown = "" if self.value is None else f" (got {self.value!r})"
-        return f"{self.path}: {self.message}{shown}"
+        got = "" if self.value is None else f" (got {shown(self.value)})"
+        return f"{self.path}: {self.message}{got}"
 
 
 class ConfigError(PlacementError, ValueError):
@@ -96,7 +98,9 @@ class ConfigError(PlacementError, ValueError):
         if len(self.problems) == 1:
             return str(self.problems[0])
         lines = [f"{len(self.problems)} problems in the config:"]
-        lines += [f"  - {p}" for p in self.problems]
+        lines += [f"  - {p}" for p in self.problems[:MAX_PROBLEMS_SHOWN]]
+        if len(self.problems) > MAX_PROBLEMS_SHOWN:
+            lines.append(f"  ... and {len(self.problems) - MAX_PROBLEMS_SHOWN} more")
         return "\n".join(lines)
 
 

@@ -13,10 +13,12 @@ device has a ``node_rank``); ``Franka`` is built in and users register their own
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from ._problems import Issues
 from ._scalars import is_int
 from .errors import ConfigError, Problem
 
@@ -30,6 +32,7 @@ __all__ = [
 ]
 
 NodeRank = Annotated[int, Field(strict=True, ge=0)]
+_NOT_A_BOOL = "expected true or false (yes/no/on/off are text in YAML 1.2)"
 
 
 def _serial(value: object) -> object:
@@ -46,6 +49,23 @@ class HardwareConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     node_rank: NodeRank
+
+    @model_validator(mode="before")
+    @classmethod
+    def _real_booleans(cls, data: Any) -> Any:
+        # pydantic would read the text yes/on/1 as true; a config means what it says.
+        if not isinstance(data, Mapping):
+            return data
+        wrong = [
+            (f".{name}", _NOT_A_BOOL, data[name])
+            for name, info in cls.model_fields.items()
+            if info.annotation in (bool, bool | None)
+            and name in data
+            and not isinstance(data[name], bool | None)
+        ]
+        if wrong:
+            raise Issues(wrong)
+        return data
 
 
 class FrankaConfig(HardwareConfig):

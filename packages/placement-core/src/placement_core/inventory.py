@@ -11,7 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._limits import MAX_ACCELERATOR_INDEX, MAX_ACCELERATORS_PER_NODE, MAX_NODES
 from ._scalars import is_int
+from ._shown import shown
 from .errors import InventoryError
 
 __all__ = [
@@ -23,10 +25,8 @@ __all__ = [
     "Node",
 ]
 
-#: Sanity bounds: far beyond any real cluster, low enough that a typo (an extra digit or
-#: ten) is an error rather than a planner building billions of records.
-MAX_NODES = 100_000
-MAX_ACCELERATORS_PER_NODE = 1024
+# Sanity bounds (re-exported from _limits, where every limit lives): far beyond any real
+# cluster, low enough that a typo is an error rather than billions of records.
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +104,20 @@ class Inventory:
         if ranks != list(range(len(nodes))):
             raise InventoryError(
                 f"node ranks must be exactly 0..{len(nodes) - 1} with no gaps or repeats, "
-                f"got {ranks}",
+                f"got {shown(ranks)}",
                 path="inventory",
             )
+        # Nodes of a uniform inventory share one accelerators tuple: check it once, not
+        # once per node (100,000 nodes x 1,024 accelerators would take seconds).
+        checked: dict[int, tuple[Accelerator, ...]] = {}
         for node in nodes:
-            _check_node(node)
+            done = checked.get(id(node.accelerators))
+            if done is None:
+                key = id(node.accelerators)
+                _check_node(node)
+                checked[key] = node.accelerators
+            elif done is not node.accelerators:
+                object.__setattr__(node, "accelerators", done)
         object.__setattr__(self, "nodes", nodes)
 
     @property
@@ -136,7 +145,7 @@ class Inventory:
         """``num_nodes`` identical nodes with ``accelerators_per_node`` accelerators each."""
         if not is_int(num_nodes) or not 1 <= num_nodes <= MAX_NODES:
             raise InventoryError(
-                f"expected an int from 1 to {MAX_NODES}, got {num_nodes!r}", path="num_nodes"
+                f"expected an int from 1 to {MAX_NODES}, got {shown(num_nodes)}", path="num_nodes"
             )
         if (
             not is_int(accelerators_per_node)
@@ -144,7 +153,7 @@ class Inventory:
         ):
             raise InventoryError(
                 f"expected an int from 0 to {MAX_ACCELERATORS_PER_NODE}, "
-                f"got {accelerators_per_node!r}",
+                f"got {shown(accelerators_per_node)}",
                 path="accelerators_per_node",
             )
         shared = tuple(
@@ -167,7 +176,16 @@ def _check_node(node: Node) -> None:
     where = f"inventory.nodes[{node.rank}]"
     indices = [a.index for a in node.accelerators]
     if len(set(indices)) != len(indices):
-        raise InventoryError(f"accelerator indices repeat: {indices}", path=f"{where}.accelerators")
+        raise InventoryError(
+            f"accelerator indices repeat: {shown(indices)}", path=f"{where}.accelerators"
+        )
+    if indices and not (
+        is_int(min(indices)) and 0 <= min(indices) <= max(indices) <= (MAX_ACCELERATOR_INDEX)
+    ):
+        raise InventoryError(
+            f"accelerator indices run from 0 to {MAX_ACCELERATOR_INDEX:,}, got {shown(indices)}",
+            path=f"{where}.accelerators",
+        )
     if indices != sorted(indices):
         object.__setattr__(
             node, "accelerators", tuple(sorted(node.accelerators, key=lambda a: a.index))
@@ -175,6 +193,6 @@ def _check_node(node: Node) -> None:
     types = {a.type for a in node.accelerators}
     if len(types) > 1:
         raise InventoryError(
-            f"one node may hold accelerators of one type only, got {sorted(types)}",
+            f"one node may hold accelerators of one type only, got {shown(sorted(types))}",
             path=f"{where}.accelerators",
         )

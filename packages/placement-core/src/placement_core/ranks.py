@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from ._limits import MAX_NODES
 from ._scalars import is_int
-from ._tokens import RANK_TOKEN
+from ._shown import shown, shown_digits
+from ._tokens import RANK_TOKEN, rank_int
 from .errors import PlacementRuleError, PlacementSyntaxError
 
 __all__ = ["format_rank_list", "parse_rank_list"]
@@ -17,10 +19,13 @@ def parse_rank_list(
     available: Sequence[int] | None = None,
     path: str | None = None,
     as_set: bool = True,
+    limit: int = MAX_NODES,
 ) -> tuple[int, ...]:
     """Parse ``rank_list := item ("," item)* ; item := INT | INT "-" INT | "all"``.
 
-    Whitespace around tokens and empty items are ignored. ``a-b`` is inclusive.
+    Whitespace around tokens and empty items are ignored. ``a-b`` is inclusive. Ranges
+    are checked on their bounds before anything is expanded, so a typo such as
+    ``0-100000000`` is refused at once.
 
     Args:
         value: A string, a non-negative int, or a list of ints and range strings.
@@ -29,49 +34,82 @@ def parse_rank_list(
         path: The YAML path of the value, used in error messages.
         as_set: Sort and de-duplicate the result (node ranks); otherwise keep the
             written order (placement segments).
+        limit: Every rank is below it (default: the node limit,
+            :data:`~placement_core._limits.MAX_NODES`); without ``as_set`` the list also
+            names at most this many ranks.
 
     Returns:
         The ranks, as a tuple of ints.
 
     Raises:
         PlacementSyntaxError: The text does not follow the grammar (with a caret under it).
-        PlacementRuleError: The value has the wrong type, is empty, or names a rank
-            outside ``available``.
+        PlacementRuleError: The value has the wrong type, is empty, names a rank
+            outside ``available`` or not below ``limit``.
 
     >>> parse_rank_list("0-3, 8,10-11")
     (0, 1, 2, 3, 8, 10, 11)
     >>> parse_rank_list([5, "1-2"], as_set=False)
     (5, 1, 2)
     """
-    ranks: list[int] = []
+    spans: list[tuple[int, int]] = []
     if not (is_int(value) or isinstance(value, str | list | tuple)):
         raise PlacementRuleError(
             f"expected a rank list such as '0-3,5', an int or a list of them, "
-            f"got {type(value).__name__} {value!r}",
+            f"got {type(value).__name__} {shown(value)}",
             path=path,
         )
+    bound = _bound(available, limit)
     if isinstance(value, int):
-        ranks.append(_check_int(value, path))
+        spans.append(_check_int(value, bound, value, available, path))
     elif isinstance(value, str):
-        ranks.extend(_parse_text(value, available, path))
+        spans.extend(_parse_text(value, available, bound, value, path))
     else:
         for i, element in enumerate(value):
             where = f"{path}[{i}]" if path else f"[{i}]"
             if not (is_int(element) or isinstance(element, str)):
                 raise PlacementRuleError(
                     f"expected an int or a range string such as '4-7', "
-                    f"got {type(element).__name__} {element!r}",
+                    f"got {type(element).__name__} {shown(element)}",
                     path=where,
                 )
             if isinstance(element, int):
-                ranks.append(_check_int(element, where))
+                spans.append(_check_int(element, bound, value, available, where))
             else:
-                ranks.extend(_parse_text(element, available, where))
-    if not ranks:
-        raise PlacementRuleError(f"the rank list {value!r} names no rank", path=path)
+                spans.extend(_parse_text(element, available, bound, value, where))
+    if not spans:
+        raise PlacementRuleError(f"the rank list {shown(value)} names no rank", path=path)
+    if as_set:
+        ranks = _union(spans)
+    else:
+        if sum(hi - lo + 1 for lo, hi in spans) > limit:
+            raise PlacementRuleError(
+                f"the rank list {shown(value)} names more than {limit:,} ranks", path=path
+            )
+        ranks = [rank for lo, hi in spans for rank in range(lo, hi + 1)]
     if available is not None:
         _check_available(ranks, available, value, path)
-    return tuple(sorted(set(ranks))) if as_set else tuple(ranks)
+    return tuple(ranks)
+
+
+def _bound(available: Sequence[int] | None, limit: int) -> tuple[int, str]:
+    """The exclusive upper bound of ranks and how to name the valid ones."""
+    if available is None:
+        return limit, f"ranks are below {limit:,} (the limit)"
+    top = max(available, default=-1) + 1
+    if top > limit:
+        return limit, f"ranks are below {limit:,} (the limit)"
+    return top, f"valid ranks are {format_rank_list(sorted(available)) or 'none'}"
+
+
+def _union(spans: list[tuple[int, int]]) -> list[int]:
+    """The sorted union of inclusive spans, expanded (never more than the bound)."""
+    ranks: list[int] = []
+    last = -1
+    for lo, hi in sorted(spans):
+        if hi > last:
+            ranks.extend(range(max(lo, last + 1), hi + 1))
+            last = hi
+    return ranks
 
 
 def format_rank_list(ranks: Iterable[int]) -> str:
@@ -99,14 +137,36 @@ def _run(start: int, end: int | None) -> str:
     return str(start) if end is None or end == start else f"{start}-{end}"
 
 
-def _check_int(value: int, path: str | None) -> int:
-    if value < 0:
-        raise PlacementRuleError(f"ranks cannot be negative, got {value}", path=path)
-    return value
+def _out_of_range(
+    rank: int | str, bound: tuple[int, str], value: object, path: str | None
+) -> PlacementRuleError:
+    return PlacementRuleError(
+        f"rank {rank} in {shown(value)} is out of range: {bound[1]}", path=path
+    )
 
 
-def _parse_text(text: str, available: Sequence[int] | None, path: str | None) -> list[int]:
-    ranks: list[int] = []
+def _check_int(
+    rank: int,
+    bound: tuple[int, str],
+    value: object,
+    available: Sequence[int] | None,
+    path: str | None,
+) -> tuple[int, int]:
+    if rank < 0:
+        raise PlacementRuleError(f"ranks cannot be negative, got {shown(rank)}", path=path)
+    if rank >= bound[0]:
+        raise _out_of_range(shown(rank), bound, value, path)
+    return rank, rank
+
+
+def _parse_text(
+    text: str,
+    available: Sequence[int] | None,
+    bound: tuple[int, str],
+    value: object,
+    path: str | None,
+) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
     offset = 0
     for item in text.split(","):
         start, end = offset, offset + len(item)
@@ -119,7 +179,7 @@ def _parse_text(text: str, available: Sequence[int] | None, path: str | None) ->
             span = (start + lead, start + len(item.rstrip()))
             hint = " (ranks cannot be negative)" if item.strip().startswith("-") else ""
             raise PlacementSyntaxError(
-                f"expected INT, INT-INT or 'all' in a rank list, got {item.strip()!r}{hint}",
+                f"expected INT, INT-INT or 'all' in a rank list, got {shown(item.strip())}{hint}",
                 source=text,
                 span=span,
                 path=path,
@@ -132,10 +192,20 @@ def _parse_text(text: str, available: Sequence[int] | None, path: str | None) ->
                     span=(start + match.start("all"), start + match.end("all")),
                     path=path,
                 )
-            ranks.extend(available)
+            if isinstance(available, range) and available.step == 1:
+                if available:
+                    spans.append((available.start, available.stop - 1))
+            else:
+                spans.extend((rank, rank) for rank in available)
             continue
-        lo = int(match["lo"])
-        hi = int(match["hi"]) if match["hi"] is not None else lo
+        lo = rank_int(match["lo"])
+        hi = lo if match["hi"] is None else rank_int(match["hi"])
+        if lo is None or hi is None or hi >= bound[0]:
+            if lo is None or hi is None:
+                first = shown_digits(match["lo"] if lo is None else match["hi"])
+            else:  # the first rank outside a known set; the typed bound otherwise
+                first = str(hi if available is None else max(lo, bound[0]))
+            raise _out_of_range(first, bound, value, path)
         if hi < lo:
             raise PlacementSyntaxError(
                 f"range {lo}-{hi} ends before it starts",
@@ -143,8 +213,8 @@ def _parse_text(text: str, available: Sequence[int] | None, path: str | None) ->
                 span=(start + match.start("lo"), start + match.end("hi")),
                 path=path,
             )
-        ranks.extend(range(lo, hi + 1))
-    return ranks
+        spans.append((lo, hi))
+    return spans
 
 
 def _check_available(
@@ -155,6 +225,6 @@ def _check_available(
     if outside:
         valid = format_rank_list(sorted(available)) or "none"
         raise PlacementRuleError(
-            f"rank {outside[0]} in {value!r} is out of range: valid ranks are {valid}",
+            f"rank {outside[0]} in {shown(value)} is out of range: valid ranks are {valid}",
             path=path,
         )

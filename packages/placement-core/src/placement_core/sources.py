@@ -18,6 +18,13 @@ order they are given in (the first is node 0). Either every snapshot carries a
 ``node_rank`` or none does. Unknown snapshot keys are allowed (newer writers add fields);
 missing or mistyped known ones are errors naming the file and the field.
 
+Snapshots are read under limits (docs/reference/limits.md): a regular file of at most
+:data:`~placement_core._limits.MAX_SNAPSHOT_BYTES` bytes, at most
+:data:`~placement_core._limits.MAX_ACCELERATORS_PER_NODE` accelerators (as in a config).
+An accelerator the snapshot marks with an ``error`` (a device that failed a query: lost,
+a phantom, no permission) is refused, naming the node, the index and the error: a plan
+never lands on it silently.
+
 Non-accelerator hardware always comes from ``node_groups[*].hardware``
 (:func:`attach_hardware`).
 """
@@ -28,18 +35,20 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ._files import FileRefused, read_text_file
+from ._limits import MAX_ACCELERATOR_INDEX, MAX_ACCELERATORS_PER_NODE, MAX_SNAPSHOT_BYTES
 from ._problems import problems_from_validation_error
 from ._scalars import is_int
+from ._shown import shown
 from ._vocab import AcceleratorType
 from .config import ClusterConfig
 from .errors import InventoryError
-from .inventory import MAX_ACCELERATORS_PER_NODE, Accelerator, HardwareDevice, Inventory, Node
+from .inventory import Accelerator, HardwareDevice, Inventory, Node
 from .ranks import format_rank_list
 
 __all__ = [
@@ -61,6 +70,7 @@ SnapshotSource = str | os.PathLike[str] | Mapping[str, Any]
 """A snapshot: a path to a JSON file, or the parsed dict."""
 
 _Count = Annotated[int, Field(strict=True, ge=0)]
+_Index = Annotated[int, Field(strict=True, ge=0, le=MAX_ACCELERATOR_INDEX)]
 
 
 class _Lenient(BaseModel):
@@ -68,7 +78,7 @@ class _Lenient(BaseModel):
 
 
 class _SnapshotAccelerator(_Lenient):
-    index: _Count
+    index: _Index
     type: AcceleratorType
     model: str | None = None
     uuid: str | None = None
@@ -77,6 +87,7 @@ class _SnapshotAccelerator(_Lenient):
     numa_node: Annotated[int, Field(strict=True)] | None = None
     cpu_affinity: str | None = None
     mig: bool = False
+    error: str | None = None
 
 
 class _Snapshot(_Lenient):
@@ -96,19 +107,37 @@ def _snapshot_error(name: str, field: str, reason: str) -> InventoryError:
 def _read_snapshot(source: SnapshotSource, position: int) -> tuple[Mapping[str, Any], str]:
     if isinstance(source, Mapping):
         return source, f"snapshot #{position}"
-    name = os.fspath(source)
+    name = os.fsdecode(os.fspath(source))
     try:
-        text = Path(source).read_text(encoding="utf-8")
+        text = read_text_file(source, limit=MAX_SNAPSHOT_BYTES, what="a node snapshot (JSON)")
     except FileNotFoundError:
         raise InventoryError("no such snapshot file", path=name) from None
-    except (OSError, UnicodeDecodeError) as error:
+    except IsADirectoryError:
+        raise InventoryError(
+            "cannot read the snapshot: it is a directory, expected a node snapshot file",
+            path=name,
+        ) from None
+    except FileRefused as error:
+        raise InventoryError(str(error), path=name) from None
+    except UnicodeDecodeError as error:
         raise InventoryError(f"cannot read the snapshot: {error}", path=name) from None
+    except OSError as error:
+        raise InventoryError(
+            f"cannot read the snapshot: {error.strerror or error}", path=name
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise InventoryError(
             f"invalid JSON: {error.msg}", path=f"{name}:{error.lineno}:{error.colno}"
         ) from None
+    except ValueError:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise InventoryError(
+            "invalid snapshot: it holds an integer too long to read (thousands of digits)",
+            path=name,
+        ) from None
+    except RecursionError:
+        raise InventoryError("invalid snapshot: its JSON nests too deeply", path=name) from None
     if not isinstance(data, Mapping):
         raise InventoryError(
             f"expected a JSON object (a node snapshot), got {type(data).__name__}", path=name
@@ -124,8 +153,16 @@ def _parse_snapshot(data: Mapping[str, Any], name: str) -> _Snapshot:
         raise _snapshot_error(
             name,
             "schema",
-            f"unsupported snapshot schema {version!r}: this placement-core reads schema "
+            f"unsupported snapshot schema {shown(version)}: this placement-core reads schema "
             f"{SNAPSHOT_SCHEMA}",
+        )
+    accelerators = data.get("accelerators")
+    if isinstance(accelerators, Sized) and len(accelerators) > MAX_ACCELERATORS_PER_NODE:
+        raise _snapshot_error(
+            name,
+            "accelerators",
+            f"{len(accelerators):,} accelerators, more than {MAX_ACCELERATORS_PER_NODE:,}, the "
+            "limit of one node (the same as for a config's inventory: count)",
         )
     try:
         return _Snapshot.model_validate(data)
@@ -133,9 +170,10 @@ def _parse_snapshot(data: Mapping[str, Any], name: str) -> _Snapshot:
         problems = problems_from_validation_error(error, _Snapshot, root="")
         first, rest = problems[0], problems[1:]
         field = first.path.lstrip(".")
-        shown = "" if first.value is None else f" (got {first.value!r})"
-        more = f"; and {len(rest)} more: " + "; ".join(str(p).lstrip(".") for p in rest)
-        raise _snapshot_error(name, field, first.message + shown + (more if rest else "")) from None
+        got = "" if first.value is None else f" (got {shown(first.value)})"
+        more = f"; and {len(rest)} more: " + "; ".join(str(p).lstrip(".") for p in rest[:5])
+        more += f"; and {len(rest) - 5} more" if len(rest) > 5 else ""
+        raise _snapshot_error(name, field, first.message + got + (more if rest else "")) from None
 
 
 def node_from_snapshot(source: SnapshotSource, *, rank: int | None = None) -> Node:
@@ -173,6 +211,15 @@ def _node(snapshot: _Snapshot, rank: int, name: str) -> Node:
             name, "accelerators", f"one node may hold one accelerator type, got {sorted(types)}"
         )
     for i, entry in enumerate(snapshot.accelerators):
+        if entry.error is not None:
+            raise _snapshot_error(
+                name,
+                f"accelerators[{i}].error",
+                f"node {rank}: accelerator {entry.index} failed a query when the snapshot was "
+                f"taken ({shown(entry.error)}); it is never planned on. Fix the device (or "
+                "its permissions) and take the snapshot again, or delete its entry from the "
+                "snapshot to plan without it",
+            )
         if entry.index in seen:
             raise _snapshot_error(
                 name, f"accelerators[{i}].index", f"index {entry.index} appears twice"
@@ -289,7 +336,7 @@ def _check_count(value: object) -> int | None:
         return None
     if not is_int(value) or not 0 <= value <= MAX_ACCELERATORS_PER_NODE:
         raise InventoryError(
-            f"expected an integer from 0 to {MAX_ACCELERATORS_PER_NODE}, got {value!r}",
+            f"expected an integer from 0 to {MAX_ACCELERATORS_PER_NODE}, got {shown(value)}",
             path="accelerators_per_node",
         )
     return value

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from ._shown import shown
 from .errors import InventoryError, PlacementRuleError
 from .inventory import Inventory, Node
 
@@ -246,7 +247,8 @@ def group_labels(node_group: str | Sequence[str] | None) -> tuple[str, ...]:
     for item in items:
         if not isinstance(item, str) or not item.strip():
             raise PlacementRuleError(
-                f"expected node group labels such as 'a800' or 'a800,4090', got {node_group!r}",
+                "expected node group labels such as 'a800' or 'a800,4090', "
+                f"got {shown(node_group)}",
                 path="node_group",
             )
         labels.append(item.strip())
@@ -406,7 +408,7 @@ def node_runs(
     label = group_labels(node_group)
     if len(label) != 1:
         raise PlacementRuleError(
-            f"the node strategy takes one node group, got {node_group!r}", path="node_group"
+            f"the node strategy takes one node group, got {shown(node_group)}", path="node_group"
         )
     name = label[0]
     if name in (NODE_GROUP, CLUSTER_GROUP):

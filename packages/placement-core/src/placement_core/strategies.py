@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ._scalars import is_int
 from ._sharing import shared_ranks
+from ._shown import shown
 from .errors import PlacementRuleError
 from .inventory import Inventory
 from .records import Placement, build_placements
@@ -42,7 +43,7 @@ __all__ = [
 
 def _check_int(value: object, name: str, minimum: int) -> int:
     if not is_int(value) or value < minimum:
-        raise PlacementRuleError(f"expected an int >= {minimum}, got {value!r}", path=name)
+        raise PlacementRuleError(f"expected an int >= {minimum}, got {shown(value)}", path=name)
     return value
 
 
@@ -248,7 +249,7 @@ def flexible(
     """
     if not _is_list(resource_lists):
         raise PlacementRuleError(
-            f"expected a list of resource-rank lists, got {resource_lists!r}",
+            f"expected a list of resource-rank lists, got {shown(resource_lists)}",
             path="resource_lists",
         )
     if not resource_lists:
@@ -262,7 +263,7 @@ def flexible(
             or not resources
         ):
             raise PlacementRuleError(
-                f"expected a non-empty list of resource ranks, got {resources!r}", path=where
+                f"expected a non-empty list of resource ranks, got {shown(resources)}", path=where
             )
         ranks = sorted(_check_int(r, where, 0) for r in resources)
         repeated = sorted({r for r, n in pairwise(ranks) if r == n})
@@ -324,13 +325,13 @@ def node(node_ranks: Sequence[int] | int, node_group: str | None = None) -> Node
     items = [node_ranks] if isinstance(node_ranks, int) else node_ranks
     if not _is_list(items) or not items:
         raise PlacementRuleError(
-            f"expected a non-empty list of node ranks, got {node_ranks!r}", path="node_ranks"
+            f"expected a non-empty list of node ranks, got {shown(node_ranks)}", path="node_ranks"
         )
     ranks = tuple(sorted(_check_int(r, "node_ranks", 0) for r in items))
     label = group_labels(node_group or "node")
     if len(label) != 1:
         raise PlacementRuleError(
-            f"the node strategy takes one node group, got {node_group!r}", path="node_group"
+            f"the node strategy takes one node group, got {shown(node_group)}", path="node_group"
         )
     return NodeStrategy(ranks, label[0])
 
