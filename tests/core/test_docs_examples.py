@@ -19,6 +19,7 @@ Conventions of the pages under docs/ and of the root README (kept in this one pl
 
 from __future__ import annotations
 
+import contextlib
 import doctest
 import re
 import shlex
@@ -196,10 +197,8 @@ def test_console_output_is_real(
     if argv[0] == "cat":
         printed = (tmp_path / argv[1]).read_text(encoding="utf-8").rstrip("\n").split("\n")
     else:
-        try:
+        with contextlib.suppress(SystemExit):  # argparse exits for a wrong command line
             main(argv[1:])
-        except SystemExit:  # argparse exits for a wrong command line
-            pass
         captured = capsys.readouterr()
         text = captured.out + captured.err
         printed = text.rstrip("\n").split("\n") if text else []  # --output prints nothing
