@@ -1,4 +1,7 @@
-"""Loading cluster configs (SPEC 3, 5): the accepted forms and what they mean."""
+"""Loading cluster configs: the accepted forms and what they mean.
+
+See docs/concepts/cluster-config.md and docs/concepts/placement-language.md.
+"""
 
 from __future__ import annotations
 

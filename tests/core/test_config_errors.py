@@ -1,4 +1,5 @@
-"""Every SPEC 3 rule is enforced, with the YAML path, the value and the rule."""
+"""Every config rule (docs/concepts/cluster-config.md) is enforced, with the YAML path, the value
+and the rule."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The documentation shows what really happens: its examples run, and the `placement`
 output it shows is what the command prints.
 
-Conventions of the pages under docs/ (kept in this one place):
+Conventions of the pages under docs/ and of the root README (kept in this one place):
 
 - ```` ```python ```` blocks of a page run in order in one namespace, from the repository
   root. A block that needs Ray, a GPU or placement-native (which this suite does not
@@ -19,6 +19,7 @@ Conventions of the pages under docs/ (kept in this one place):
 
 from __future__ import annotations
 
+import contextlib
 import doctest
 import re
 import shlex
@@ -46,7 +47,8 @@ from placement_core.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
-PAGES = sorted(DOCS.rglob("*.md"))
+# The root README follows the same conventions (the core README has tests/core/test_readme.py).
+PAGES = [*sorted(DOCS.rglob("*.md")), REPO / "README.md"]
 
 # A fenced block, with the HTML comment (if any) on the line right before it.
 BLOCK = re.compile(
@@ -89,7 +91,7 @@ ALL_BLOCKS = [block for page in PAGES for block in blocks(page)]
 
 
 def page_id(page: Path) -> str:
-    return str(page.relative_to(DOCS))
+    return str(page.relative_to(REPO))
 
 
 def declared_files(page: Path) -> dict[str, str]:
@@ -168,7 +170,7 @@ ALL_COMMANDS = [c for page in PAGES for c in commands(page)]
 
 def matches(printed: list[str], expected: list[str]) -> bool:
     """Whether ``printed`` is ``expected`` where each ``...`` line stands for any lines."""
-    pattern = "\n".join(
+    pattern = "".join(
         "(?:.*\n)*?" if line == "..." else re.escape(line) + "\n" for line in expected
     )
     return re.fullmatch(pattern, "".join(line + "\n" for line in printed)) is not None
@@ -195,7 +197,8 @@ def test_console_output_is_real(
     if argv[0] == "cat":
         printed = (tmp_path / argv[1]).read_text(encoding="utf-8").rstrip("\n").split("\n")
     else:
-        main(argv[1:])
+        with contextlib.suppress(SystemExit):  # argparse exits for a wrong command line
+            main(argv[1:])
         captured = capsys.readouterr()
         text = captured.out + captured.err
         printed = text.rstrip("\n").split("\n") if text else []  # --output prints nothing

@@ -1,4 +1,7 @@
-"""The environment of a worker (SPEC 8) and the per-vendor visibility table."""
+"""The environment of a worker and the per-vendor visibility table.
+
+See docs/concepts/worker-environment.md.
+"""
 
 from __future__ import annotations
 
@@ -88,7 +91,8 @@ def test_worker_env_of_an_isolated_placement() -> None:
 
 
 def test_local_rank_is_the_first_gpu_without_isolation() -> None:
-    # SPEC 12.2: RLinf gives LOCAL_RANK 0 to every process when isolation is off.
+    # Deliberately unlike RLinf (docs/guides/coming-from-rlinf.md): RLinf gives LOCAL_RANK 0 to
+    # every process when isolation is off.
     shared = dataclasses.replace(
         ISOLATED, visible_accelerators=tuple(range(8)), isolate_accelerator=False
     )

@@ -1,4 +1,7 @@
-"""A process placed on hardware gets its device's type and config entry (SPEC 8)."""
+"""A process placed on hardware gets its device's type and config entry.
+
+See docs/concepts/worker-environment.md.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Rank lists (SPEC 2): ``parse_rank_list`` and ``format_rank_list``."""
+"""Rank lists: ``parse_rank_list`` and ``format_rank_list``.
+
+See docs/concepts/rank-lists.md.
+"""
 
 from __future__ import annotations
 

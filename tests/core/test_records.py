@@ -1,4 +1,7 @@
-"""The placement record (SPEC 7) and its fast builder."""
+"""The placement record and its fast builder.
+
+See docs/concepts/placement-records.md.
+"""
 
 from __future__ import annotations
 

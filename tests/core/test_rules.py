@@ -1,4 +1,7 @@
-"""The component_placement rule language (SPEC 5): parsing, checks and resolution."""
+"""The component_placement rule language: parsing, checks and resolution.
+
+See docs/concepts/placement-language.md.
+"""
 
 from __future__ import annotations
 
@@ -136,7 +139,7 @@ def test_rule_errors_are_placement_errors_and_value_errors() -> None:
         parse_rule("0-3:1-4")
 
 
-# --- SPEC 5 worked examples, field by field ---------------------------------------------
+# --- worked examples of docs/concepts/placement-language.md, field by field ----------
 
 
 def test_spec5_two_processes_share_each_gpu() -> None:

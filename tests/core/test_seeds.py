@@ -1,6 +1,6 @@
 """The examples of RLinf's documentation (seeds 001, 002, 004) plan as documented.
 
-Where SPEC 12 deliberately differs, the test says so.
+Where placement deliberately differs (docs/guides/coming-from-rlinf.md), the test says so.
 """
 
 from __future__ import annotations
@@ -185,8 +185,9 @@ def test_packed_isolates_by_default_and_sets_the_visible_devices() -> None:
 
 
 def test_flexible_takes_global_ids_and_finds_the_node_from_them() -> None:
-    # Seed 004: the node comes from the global ids; local ids are relative to that node.
-    # SPEC 6.2 ranks processes by their first resource.
+    # Seed 004: the node comes from the global ids; local ids are relative to that node. The
+    # flexible strategy (docs/concepts/strategies.md#flexible) ranks processes by their first
+    # resource.
     placements = flexible([[8, 9], [0, 1]]).place(Inventory.uniform(2, 8))
     assert [(p.rank, p.node_rank, p.hardware_ranks) for p in placements] == [
         (0, 0, (0, 1)),

@@ -1,4 +1,8 @@
-"""Inventories from the config, node snapshots and --accelerators-per-node (SPEC 3.1, 11)."""
+"""Inventories from the config, node snapshots and --accelerators-per-node.
+
+See docs/concepts/cluster-config.md#where-the-inventory-comes-from and
+docs/concepts/node-snapshot.md.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from placement_core.sources import (
 
 
 def snapshot(count: int = 2, **rest: Any) -> dict[str, Any]:
-    """A SPEC 11 node snapshot with ``count`` H100s."""
+    """A node snapshot (docs/concepts/node-snapshot.md) with ``count`` H100s."""
     document: dict[str, Any] = {
         "schema": 1,
         "hostname": "gpu-a",

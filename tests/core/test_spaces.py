@@ -1,5 +1,8 @@
-"""Resource spaces (SPEC 4): hardware, accelerator and node groups, cluster, node and
-multi-group concatenation with its checks."""
+"""Resource spaces: hardware, accelerator and node groups, cluster, node and
+multi-group concatenation with its checks.
+
+See docs/concepts/cluster-config.md#node-groups-and-their-resources.
+"""
 
 from __future__ import annotations
 

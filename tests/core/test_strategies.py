@@ -1,4 +1,7 @@
-"""Placement strategies (SPEC 6): packed with stride, flexible, node, strided rollout."""
+"""Placement strategies: packed with stride, flexible, node, strided rollout.
+
+See docs/concepts/strategies.md.
+"""
 
 from __future__ import annotations
 
@@ -92,7 +95,8 @@ def test_spec6_packed_on_nodes_of_different_sizes() -> None:
 
 
 def test_packed_never_hands_out_a_gpu_past_the_node() -> None:
-    # RLinf's off-by-one could give GPU 8 on an 8-GPU node (SPEC 12.1).
+    # RLinf's off-by-one could give GPU 8 on an 8-GPU node (deliberately unlike RLinf,
+    # docs/guides/coming-from-rlinf.md).
     with pytest.raises(PlacementRuleError, match="would span nodes"):
         packed(4, 11, per_process=4, stride=2).place(TWO_NODES)
 

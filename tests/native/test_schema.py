@@ -1,4 +1,5 @@
-"""NodeSnapshot.to_dict() / to_json(): the SPEC 11 node snapshot that placement-core reads."""
+"""NodeSnapshot.to_dict() / to_json(): the node snapshot (docs/concepts/node-snapshot.md) that
+placement-core reads."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from placement_native.errors import EnvVarError
 
 Take = Callable[..., NodeSnapshot]
 
-SPEC_TOP_LEVEL = {"schema", "hostname", "ip", "cpus", "accelerators", "links", "driver", "source"}
-SPEC_ACCELERATOR = {
+SCHEMA_TOP_LEVEL = {"schema", "hostname", "ip", "cpus", "accelerators", "links", "driver", "source"}
+SCHEMA_ACCELERATOR = {
     "index",
     "type",
     "model",
@@ -93,9 +94,9 @@ def test_live_snapshots_carry_every_spec_key(
     take: Take, make: Callable[[], fakelib.Topology]
 ) -> None:
     data = json.loads(take(make()).to_json())
-    assert set(data) >= SPEC_TOP_LEVEL | {"nvml_error"}
+    assert set(data) >= SCHEMA_TOP_LEVEL | {"nvml_error"}
     for entry in data["accelerators"]:
-        assert set(entry) >= SPEC_ACCELERATOR
+        assert set(entry) >= SCHEMA_ACCELERATOR
         assert entry["type"] == "nvidia"
     for a, b, label in data["links"]:
         assert isinstance(a, int)

@@ -1,4 +1,7 @@
-"""Node order (SPEC 9) as a pure function of what each node reported."""
+"""Node order as a pure function of what each node reported.
+
+See docs/concepts/node-order.md.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""slime's layouts (SPEC 10) on the simulated cluster: every mode's slices."""
+"""slime's layouts on the simulated cluster: every mode's slices.
+
+See docs/concepts/slime-layouts.md.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC 10's table of slime modes, without a cluster."""
+"""slime's modes as tabled in docs/concepts/slime-layouts.md, without a cluster."""
 
 from __future__ import annotations
 

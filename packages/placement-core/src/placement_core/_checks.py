@@ -1,4 +1,6 @@
-"""Config rules that relate different parts of a cluster config (SPEC 3, 12.11).
+"""Config rules that relate different parts of a cluster config.
+
+See docs/concepts/cluster-config.md and docs/guides/coming-from-rlinf.md.
 
 They run on :class:`ConfigFacts`: the parts of a config that are valid on their own, with
 ``None`` wherever a field is missing or broken. A rule runs whenever its own inputs are

@@ -102,10 +102,10 @@ def load_config(
         The frozen, checked config.
 
     Raises:
-        ConfigError: ``source`` is of another type, the file cannot be read or is too
-            large (docs/reference/limits.md), the YAML does not parse, or the config
-            breaks any rule of SPEC 3; ``problems`` lists every problem found, each with
-            its YAML path, the offending value and the rule.
+        ConfigError: ``source`` is of another type, the file cannot be read or is too large
+            (docs/reference/limits.md), the YAML does not parse, or the config breaks any config
+            rule (docs/concepts/cluster-config.md); ``problems`` lists every problem found, each
+            with its YAML path, the offending value and the rule.
     """
     _check_source(source)
     if isinstance(source, ClusterConfig):

@@ -1,4 +1,6 @@
-"""The pydantic models of the cluster config (SPEC 3, 5).
+"""The pydantic models of the cluster config.
+
+See docs/concepts/cluster-config.md and docs/concepts/placement-language.md.
 
 Field types come from :mod:`placement_core._fields`; the rules relating different parts
 of a config from :mod:`placement_core._checks`. Build a :class:`ClusterConfig` with
@@ -64,7 +66,9 @@ class _Model(BaseModel):
 
 
 class ComponentRule(_Model):
-    """Where one ``component_placement`` entry puts its processes (SPEC 5).
+    """Where one ``component_placement`` entry puts its processes.
+
+    See docs/concepts/placement-language.md.
 
     Attributes:
         key: The YAML key it came from (``"actor,inference"``), used in error paths.
@@ -209,7 +213,10 @@ class AcceleratorSpec(_Model):
 
 
 class InventoryEntry(_Model):
-    """Offline inventory: these nodes each have ``accelerators`` (SPEC 3.1)."""
+    """Offline inventory: these nodes each have ``accelerators``.
+
+    See docs/concepts/cluster-config.md#where-the-inventory-comes-from.
+    """
 
     node_ranks: NodeRanks
     accelerators: AcceleratorSpec

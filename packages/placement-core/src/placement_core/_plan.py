@@ -9,7 +9,7 @@ plan carries a warning. A share is declared when the components
 
 - come from one ``component_placement`` key (``actor,inference: 0-7``);
 - include a rule with ``stride > 1`` (a strided rollout exists to sit on a trainer's
-  accelerators, SPEC 6.1); or
+  accelerators, see docs/concepts/strategies.md#packed); or
 - are named together in ``plan(..., colocate=[("actor", "rollout")])``.
 """
 
@@ -181,7 +181,9 @@ class Plan:
         master_addr: str | None = None,
         master_port: int | None = None,
     ) -> dict[str, str]:
-        """The environment of one worker (SPEC 8), built on demand.
+        """The environment of one worker, built on demand.
+
+        See docs/concepts/worker-environment.md.
 
         Args:
             component: The component name.

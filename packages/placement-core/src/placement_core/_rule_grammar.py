@@ -1,4 +1,6 @@
-"""The grammar of ``component_placement`` rules (SPEC 5): text to segments.
+"""The grammar of ``component_placement`` rules: text to segments.
+
+See docs/concepts/placement-language.md.
 
 :func:`parse_rule` checks the text and everything that needs no resource space; mapping a
 parsed rule onto a resource space is :mod:`placement_core._rule_resolve`'s job.

@@ -1,4 +1,6 @@
-"""Resolution of parsed ``component_placement`` rules against a resource space (SPEC 5, 6.1).
+"""Resolution of parsed ``component_placement`` rules against a resource space.
+
+See docs/concepts/placement-language.md and docs/concepts/strategies.md#packed.
 
 The grammar (text to segments) is :mod:`placement_core._rule_grammar`; this module maps the
 segments of a parsed :class:`~placement_core._rule_grammar.Rule` onto a
@@ -27,10 +29,10 @@ Entry = tuple[int, "SpaceRun", tuple[int, ...] | list[tuple[int, ...]]]
 def resolve_rule(rule: Rule, space: ResourceSpace, *, stride: int = 1) -> list[Entry]:
     """Map a rule onto a resource space, segment by segment, in process-rank order.
 
-    In a segment of ``R`` resources and ``P`` processes, either each process takes
-    ``k = R/P`` consecutive resources (with ``stride > 1``: packed-with-stride blocks of
-    ``k * stride`` resources, SPEC 6.1) or ``m = P/R`` consecutive processes share each
-    resource.
+    In a segment of ``R`` resources and ``P`` processes, either each process takes ``k = R/P``
+    consecutive resources (with ``stride > 1``: packed-with-stride blocks of ``k * stride``
+    resources, see docs/concepts/strategies.md#packed) or ``m = P/R`` consecutive processes share
+    each resource.
 
     Args:
         rule: A parsed rule.

@@ -1,4 +1,6 @@
-"""The environment of a worker (SPEC 8).
+"""The environment of a worker.
+
+See docs/concepts/worker-environment.md.
 
 The per-vendor visibility table and the reserved variable names live in
 :mod:`placement_core._vocab` (config validation reads them too) and are re-exported here.
@@ -108,7 +110,9 @@ def worker_env(
     hardware_configs: Sequence[Mapping[str, Any]] = (),
     path: str | None = None,
 ) -> dict[str, str]:
-    """The environment of the worker of ``placement`` (SPEC 8).
+    """The environment of the worker of ``placement``.
+
+    See docs/concepts/worker-environment.md.
 
     Sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` (the device index inside the process:
     0 when isolating, the first assigned accelerator's position among the visible ones

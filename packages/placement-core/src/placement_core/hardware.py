@@ -1,4 +1,6 @@
-"""Non-accelerator hardware (robot arms, ...) that node groups declare (SPEC 3).
+"""Non-accelerator hardware (robot arms, ...) that node groups declare.
+
+See docs/concepts/cluster-config.md.
 
 A node group's ``hardware:`` section names a registered **type** and lists one config per
 device. Each type is a pydantic model deriving from :class:`HardwareConfig` (so every

@@ -1,4 +1,6 @@
-"""The concrete nodes a plan is made for: their ranks, accelerators and hardware (SPEC 3.1).
+"""The concrete nodes a plan is made for: their ranks, accelerators and hardware.
+
+See docs/concepts/cluster-config.md#where-the-inventory-comes-from.
 
 An inventory is plain frozen data. It is declared offline (``Inventory.uniform``, the
 config's ``inventory:`` section, node-snapshot JSON files) or discovered live by

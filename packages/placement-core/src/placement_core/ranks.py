@@ -1,4 +1,7 @@
-"""Rank lists: ``"0-3,8,10-11"``, ``"all"``, YAML ints and YAML lists (SPEC 2)."""
+"""Rank lists: ``"0-3,8,10-11"``, ``"all"``, YAML ints and YAML lists.
+
+See docs/concepts/rank-lists.md.
+"""
 
 from __future__ import annotations
 

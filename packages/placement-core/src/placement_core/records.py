@@ -1,4 +1,6 @@
-"""The placement record (SPEC 7) and the fast path that builds many of them.
+"""The placement record and the fast path that builds many of them.
+
+See docs/concepts/placement-records.md.
 
 A :class:`Placement` is a frozen, slotted dataclass. Plans hold up to millions of them,
 so :func:`build_placements` avoids the dataclass ``__init__`` (one

@@ -1,4 +1,6 @@
-"""The ``component_placement`` rule language (SPEC 5): parsing and resolution.
+"""The ``component_placement`` rule language: parsing and resolution.
+
+See docs/concepts/placement-language.md.
 
 A rule such as ``"0-1:0-3,3-5,7-10:7-14"`` names resource ranks of a resource space and
 the process ranks placed on them. :func:`parse_rule` checks the text (and everything that

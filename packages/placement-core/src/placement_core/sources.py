@@ -1,9 +1,12 @@
-"""Where an offline inventory comes from (SPEC 3.1, 11).
+"""Where an offline inventory comes from.
+
+See docs/concepts/cluster-config.md#where-the-inventory-comes-from and
+docs/concepts/node-snapshot.md.
 
 Sources, highest precedence first (live discovery is placement-ray's business):
 
-1. node snapshots: the JSON placement-native writes on each node (SPEC 11), as files or
-   dicts;
+1. node snapshots: the JSON placement-native writes on each node (see
+   docs/concepts/node-snapshot.md), as files or dicts;
 2. the config's ``inventory:`` section (ranges of node ranks with an accelerator type,
    model and count);
 3. ``accelerators_per_node`` (the CLI's ``--accelerators-per-node N``): N nvidia
@@ -177,7 +180,9 @@ def _parse_snapshot(data: Mapping[str, Any], name: str) -> _Snapshot:
 
 
 def node_from_snapshot(source: SnapshotSource, *, rank: int | None = None) -> Node:
-    """Build one node from a node snapshot (SPEC 11).
+    """Build one node from a node snapshot.
+
+    See docs/concepts/node-snapshot.md.
 
     Args:
         source: A path to the snapshot's JSON file, or the parsed dict.
@@ -349,7 +354,9 @@ def inventory_for(
     accelerators_per_node: int | None = None,
     allow_missing_snapshots: bool = False,
 ) -> Inventory:
-    """The inventory to plan ``config`` on, from every offline source (SPEC 3.1).
+    """The inventory to plan ``config`` on, from every offline source.
+
+    See docs/concepts/cluster-config.md#where-the-inventory-comes-from.
 
     Each node takes its accelerators from the first source that describes it: its
     snapshot, then the ``inventory:`` entry listing it, then ``accelerators_per_node``;

@@ -1,4 +1,6 @@
-"""Resource spaces (SPEC 4): how a node group numbers its resources ``0 .. R-1``.
+"""Resource spaces: how a node group numbers its resources ``0 .. R-1``.
+
+See docs/concepts/cluster-config.md#node-groups-and-their-resources.
 
 A space is a sequence of :class:`SpaceRun` s, one per node and group, each holding that
 node's resources of one kind in node-local order. Working in runs (not per resource)
@@ -174,7 +176,9 @@ class ResourceSpace:
         *,
         first_process: int = 0,
     ) -> list[tuple[SpaceRun, list[tuple[int, ...]]]]:
-        """Packed-with-stride groups of resources ``first .. last`` (SPEC 6.1).
+        """Packed-with-stride groups of resources ``first .. last``.
+
+        See docs/concepts/strategies.md#packed.
 
         The range is cut into blocks of ``per_process * stride`` consecutive resources;
         in each block, process ``j < stride`` takes offsets ``j, j+stride, ...``.

@@ -1,4 +1,6 @@
-"""Placement strategies (SPEC 6): packed (with stride), flexible and node.
+"""Placement strategies: packed (with stride), flexible and node.
+
+See docs/concepts/strategies.md.
 
 Each factory validates its arguments at once and returns a frozen strategy; the
 strategy's :meth:`place` turns it into placements for an inventory (and, for user node
@@ -237,7 +239,9 @@ def flexible(
     *,
     isolate_accelerator: bool = True,
 ) -> Flexible:
-    """One list of resource ranks per process (SPEC 6.2).
+    """One list of resource ranks per process.
+
+    See docs/concepts/strategies.md#flexible.
 
     Each list is sorted (a copy: the caller's lists are never mutated); its resources
     must exist, be distinct, lie on one node and be of one type. Processes are ranked by
@@ -312,7 +316,9 @@ class NodeStrategy:
 
 
 def node(node_ranks: Sequence[int] | int, node_group: str | None = None) -> NodeStrategy:
-    """One process per entry of ``node_ranks`` (SPEC 6.3).
+    """One process per entry of ``node_ranks``.
+
+    See docs/concepts/strategies.md#node.
 
     Entries are cluster node ranks, sorted; repeats put several processes on a node.
     Each process sees all accelerators of its node (no isolation). ``node_group``
@@ -338,7 +344,9 @@ def node(node_ranks: Sequence[int] | int, node_group: str | None = None) -> Node
 
 @dataclass(frozen=True, slots=True)
 class StridedRollout:
-    """A strided rollout over a colocated trainer's accelerators (SPEC 10).
+    """A strided rollout over a colocated trainer's accelerators.
+
+    See docs/concepts/slime-layouts.md.
 
     Attributes:
         trainer_tp: Trainer tensor-parallel size.

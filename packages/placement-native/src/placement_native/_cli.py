@@ -1,8 +1,9 @@
 """``python -m placement_native``: print this node's snapshot or its GPU topology matrix.
 
 Commands:
-    snapshot [--json] [--strict]   the node snapshot; ``--json`` prints the SPEC 11 JSON
+    snapshot [--json] [--strict]   the node snapshot; ``--json``: the JSON
                                    that ``placement plan --inventory`` reads
+                                   (docs/concepts/node-snapshot.md)
     topo                           the pairwise GPU matrix, like ``nvidia-smi topo -m``,
                                    with CPU and NUMA affinity columns
 """
@@ -119,7 +120,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     snap = commands.add_parser("snapshot", help="print the node snapshot")
-    snap.add_argument("--json", action="store_true", help="print SPEC 11 JSON")
+    snap.add_argument(
+        "--json",
+        action="store_true",
+        help="print the node snapshot as JSON (docs/concepts/node-snapshot.md)",
+    )
     snap.add_argument(
         "--strict", action="store_true", help="fail (exit 1) if NVML or any GPU fails"
     )

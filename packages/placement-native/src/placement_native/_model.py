@@ -1,10 +1,9 @@
-"""The node snapshot: plain frozen dataclasses and their SPEC 11 JSON form.
+"""The node snapshot: plain frozen dataclasses and their JSON form (docs/concepts/node-snapshot.md).
 
-``NodeSnapshot.to_dict()`` is the contract with placement-core's inventory reader
-(SPEC 11). Keys of the schema come first and keep their meaning; the extra keys
-(``compute_capability``, ``mig_instances``, ``error``, ``numa_nodes``, ``topology``,
-``node_rank``) are
-additions a reader may ignore.
+``NodeSnapshot.to_dict()`` is the contract with placement-core's inventory reader (see
+docs/concepts/node-snapshot.md). Keys of the schema come first and keep their meaning; the extra
+keys (``compute_capability``, ``mig_instances``, ``error``, ``numa_nodes``, ``topology``,
+``node_rank``) are additions a reader may ignore.
 """
 
 from __future__ import annotations
@@ -102,7 +101,8 @@ class Accelerator:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The accelerator as a SPEC 11 accelerator entry (plus the extra keys)."""
+        """The accelerator as a node-snapshot accelerator entry, plus the extra keys
+        (docs/concepts/node-snapshot.md)."""
         cc = self.compute_capability
         return {
             "index": self.index,
@@ -169,8 +169,9 @@ class NodeSnapshot:
         nvml_error: Why NVML gave nothing (library missing, init failed), or what went
             wrong beside what was read (a device count beyond 64, of which the first
             64 are listed; a failed ``nvmlShutdown``), or None.
-        node_rank: The node's rank from ``PLACEMENT_NODE_RANK`` (or ``RLINF_NODE_RANK``)
-            in the environment, or None (SPEC 9: then the cluster orders nodes itself).
+        node_rank: The node's rank from ``PLACEMENT_NODE_RANK`` (or ``RLINF_NODE_RANK``) in the
+            environment, or None (docs/concepts/node-order.md: then the cluster orders nodes
+            itself).
     """
 
     hostname: str
@@ -193,7 +194,8 @@ class NodeSnapshot:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        """The snapshot in the SPEC 11 schema (``schema: 1``), ready for ``json.dumps``."""
+        """The snapshot in the node-snapshot schema (``schema: 1``; docs/concepts/node-snapshot.md),
+        ready for ``json.dumps``."""
         return {
             "schema": SCHEMA_VERSION,
             "hostname": self.hostname,

@@ -103,7 +103,8 @@ def snapshot(*, strict: bool = False) -> NodeSnapshot:
         strict: Raise instead of reporting: the NVML failure, or the first device error.
 
     Returns:
-        The node snapshot; ``to_dict()`` / ``to_json()`` give the SPEC 11 form.
+        The node snapshot; ``to_dict()`` / ``to_json()`` give the node-snapshot form
+        (docs/concepts/node-snapshot.md).
 
     Raises:
         NVMLError: Only with ``strict=True``: the typed error (``NVMLLibraryNotFoundError``,

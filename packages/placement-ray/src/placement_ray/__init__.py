@@ -1,8 +1,8 @@
 """placement-ray: make placement plans real on a Ray cluster.
 
 ``Cluster`` connects to a Ray cluster (or starts a local one), discovers every node with a
-placement-native snapshot taken on that node and orders nodes as SPEC 9 says. On top of it
-there are two ways in.
+placement-native snapshot taken on that node and orders nodes as docs/concepts/node-order.md
+describes. On top of it there are two ways in.
 
 A core plan, one Ray actor per placement, through :func:`launch`::
 

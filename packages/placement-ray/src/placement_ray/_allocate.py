@@ -149,7 +149,8 @@ def allocate(
         node_rank: The node, by rank in the cluster's order.
         accelerator_ids: Physical GPU indices on that node the worker may see; the
             visibility variable of the node's accelerator type is set to them.
-        env: Extra environment (node-group env vars, SPEC 8 variables).
+        env: Extra environment (node-group env vars, the variables of
+            docs/concepts/worker-environment.md).
         args: Constructor arguments.
         kwargs: Constructor keyword arguments.
         cluster: The job's cluster view.

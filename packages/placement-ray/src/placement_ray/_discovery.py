@@ -1,8 +1,9 @@
 """Discover every node of a Ray cluster by running the native snapshot ON that node.
 
 One tiny task per node, pinned with hard node affinity (``soft=False``), takes the node's
-placement-native snapshot (SPEC 11) and reads the node-rank variables from the node's
-environment. The results, ordered by ``order.order_nodes``, become core's ``Inventory``.
+placement-native snapshot (see docs/concepts/node-snapshot.md) and reads the node-rank variables
+from the node's environment. The results, ordered by ``order.order_nodes``, become core's
+``Inventory``.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ def node_report() -> dict[str, Any]:
     """What one node says about itself; runs inside the node's probe task.
 
     Returns:
-        ``{"hostname", "env", "snapshot", "snapshot_error"}``: the native snapshot as a
-        SPEC 11 dict (None where placement-native is missing or failed, with the reason).
+        ``{"hostname", "env", "snapshot", "snapshot_error"}``: the native snapshot as a dict
+        (docs/concepts/node-snapshot.md; None where placement-native is missing or failed, with the
+        reason).
     """
     snapshot: dict[str, Any] | None = None
     error: str | None = None
@@ -128,7 +130,7 @@ def accelerators_from_snapshot(
     inventory and one built offline from the same snapshot files agree.
 
     Args:
-        snapshot: The node's SPEC 11 snapshot, or None.
+        snapshot: The node's snapshot (docs/concepts/node-snapshot.md), or None.
         ray_gpus: The node's total ``GPU`` resource in Ray.
         rank: The node's rank, for error messages.
 

@@ -15,9 +15,9 @@
    explicit visibility list; node and hardware workers get hard node affinity; robot
    workers get their hardware's config in ``PLACEMENT_HARDWARE_CONFIG`` (JSON, from
    core's ``Plan.env``).
-5. All workers start at once with SPEC 8's environment; rank 0 of each component reserves
-   ``MASTER_PORT`` in its own process (bound and held) and reports it; the other ranks
-   learn it before their ``__init__`` runs. Rank 0 releases it only at hand-over
+5. All workers start at once with the worker environment (docs/concepts/worker-environment.md); rank
+   0 of each component reserves ``MASTER_PORT`` in its own process (bound and held) and reports it;
+   the other ranks learn it before their ``__init__`` runs. Rank 0 releases it only at hand-over
    (``WorkerGroup.hand_over_master_port()`` or, in the worker,
    ``placement_ray.hand_over_master_port()``).
 """

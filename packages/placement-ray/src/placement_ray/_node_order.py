@@ -1,4 +1,6 @@
-"""Node order of a live cluster (SPEC 9), as a pure function of what each node reported.
+"""Node order of a live cluster, as a pure function of what each node reported.
+
+See docs/concepts/node-order.md.
 
 Explicit ranks win: a ``node-rank`` label (given at ``ray start --labels``), else
 ``PLACEMENT_NODE_RANK`` or ``RLINF_NODE_RANK`` in the node's environment. Either every node
@@ -45,7 +47,8 @@ class NodeFacts:
         labels: The node's Ray labels.
         env: The node-rank variables (``NODE_RANK_ENVS``) found in the node's environment.
         resources: The node's total Ray resources.
-        snapshot: The placement-native snapshot taken on the node (SPEC 11), or None.
+        snapshot: The placement-native snapshot taken on the node (see
+            docs/concepts/node-snapshot.md), or None.
         is_driver: Whether the driver process runs on this node.
     """
 
@@ -106,7 +109,9 @@ def natural_key(text: str) -> tuple[tuple[str, int], ...]:
 
 
 def order_nodes(nodes: Sequence[NodeFacts]) -> tuple[list[NodeFacts], list[str]]:
-    """Order nodes by rank (SPEC 9).
+    """Order nodes by rank.
+
+    See docs/concepts/node-order.md.
 
     Args:
         nodes: Every live node, in any order.

@@ -49,7 +49,8 @@ def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
 
     Args:
         plan: The plan.
-        env: Include each worker's environment (SPEC 8); ``None`` when False.
+        env: Include each worker's environment (see docs/concepts/worker-environment.md); ``None``
+            when False.
     """
     components: dict[str, list[dict[str, Any]]] = {}
     for name, placements in plan.components.items():

@@ -1,4 +1,6 @@
-"""slime's layout (SPEC 10): one placement group of 1-GPU bundles, sliced per role.
+"""slime's layout: one placement group of 1-GPU bundles, sliced per role.
+
+See docs/concepts/slime-layouts.md.
 
 | mode                    | bundles                        | rollout starts at |
 |-------------------------|--------------------------------|-------------------|
@@ -107,7 +109,7 @@ def slime_bundle_counts(
     debug_train_only: bool = False,
     debug_rollout_only: bool = False,
 ) -> tuple[str, int, int, int, int]:
-    """SPEC 10's table as numbers, without a cluster.
+    """The mode table of docs/concepts/slime-layouts.md as numbers, without a cluster.
 
     Returns:
         ``(mode, num_bundles, actor_count, rollout_start, rollout_count)``.
@@ -161,7 +163,9 @@ def create_placement_groups(
     strategy: str = "PACK",
     timeout_s: float | None = 60.0,
 ) -> SlimeLayout:
-    """slime's placement groups (SPEC 10), ordered by (node rank, physical GPU).
+    """slime's placement groups, ordered by (node rank, physical GPU).
+
+    See docs/concepts/slime-layouts.md.
 
     Args:
         actor_num_nodes: Trainer nodes.

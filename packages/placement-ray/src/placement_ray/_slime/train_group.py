@@ -1,10 +1,11 @@
 """slime's train group (``RayTrainGroup``) on ``create_placement_groups``' actor role.
 
-Rank r sits in ordered bundle r (ordered by node rank and physical GPU) with a fractional
-GPU share (colocate: 0.4 by default, so trainer 0.4 + critic 0.4 + rollout 0.2 fit one
-GPU; disaggregated: 1), sees exactly its bundle's GPU, and gets SPEC 8's environment.
-Rank 0's node gives ``MASTER_ADDR``; rank 0 holds ``MASTER_PORT`` until hand-over.
-``init/train/eval/save/update_weights/offload/onload`` run on every rank concurrently.
+Rank r sits in ordered bundle r (ordered by node rank and physical GPU) with a fractional GPU share
+(colocate: 0.4 by default, so trainer 0.4 + critic 0.4 + rollout 0.2 fit one GPU; disaggregated: 1),
+sees exactly its bundle's GPU, and gets the worker environment
+(docs/concepts/worker-environment.md). Rank 0's node gives ``MASTER_ADDR``; rank 0 holds
+``MASTER_PORT`` until hand-over. ``init/train/eval/save/update_weights/offload/onload`` run on every
+rank concurrently.
 """
 
 from __future__ import annotations
