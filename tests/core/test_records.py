@@ -48,7 +48,7 @@ def test_placement_fields_are_the_spec_fields_in_order() -> None:
         "rank", "node_rank", "node_id", "placement_node_rank", "local_rank",
         "local_world_size", "hardware_ranks", "visible_accelerators",
         "local_accelerator_rank", "accelerator_type", "node_group", "isolate_accelerator",
-        "hardware_type",
+        "hardware_type", "link", "numa_node", "cpus",
     ]  # fmt: skip
     assert sample().hardware_type is None
 

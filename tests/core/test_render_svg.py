@@ -152,7 +152,7 @@ def test_tooltip_uses_the_vendors_variable_and_known_topology() -> None:
     cell = groups(rows(parse(plan(config(1, {"actor": "0"}), Inventory((node,)))))[0], "acc")[0]
     assert title(cell).splitlines()[1:] == [
         "NUMA node 1 · CPUs 0-15",
-        "actor rank 0: RANK=0 LOCAL_RANK=0 HIP_VISIBLE_DEVICES=0",
+        "actor rank 0: RANK=0 LOCAL_RANK=0 HIP_VISIBLE_DEVICES=0 PLACEMENT_CPU_AFFINITY=0-15",
     ]
 
 

@@ -46,7 +46,7 @@ def snapshot(count: int = 2, **rest: Any) -> dict[str, Any]:
             }
             for i in range(count)
         ],
-        "links": [[0, 1, "NV18"]],
+        "links": [[0, 1, "NV18"]] if count >= 2 else [],
         "driver": "580.159.04",
         "source": "nvml-cffi",
     }

@@ -40,6 +40,15 @@ def test_snapshot_accelerators_keep_their_facts_sorted_by_index() -> None:
     assert node.cpus == 112
 
 
+def test_the_live_inventory_keeps_the_snapshots_links_and_busy_processes() -> None:
+    busy = {**H100, "index": 0, "uuid": "GPU-0", "processes": [{"pid": 7, "used_memory_bytes": 1}]}
+    snapshot = {**SNAPSHOT, "accelerators": [H100, busy]}
+    facts = NodeFacts("n0", "10.0.0.1", "gpu-a", resources={"GPU": 2, "CPU": 8}, snapshot=snapshot)
+    node = build_inventory([facts]).node(0)
+    assert node.links == ((0, 1, "NV18"),)
+    assert [p.pid for p in node.accelerators[0].processes] == [7]
+
+
 def test_without_a_snapshot_ray_gpus_become_nvidia_accelerators_of_unknown_model() -> None:
     accelerators = accelerators_from_snapshot(None, ray_gpus=4)
     assert [(a.index, a.type, a.model) for a in accelerators] == [

@@ -24,6 +24,8 @@ CASES: list[tuple[errors.PlacementRayError, type[Exception]]] = [
         errors.OversubscribedGPUError("too much", gpus=[("node 0 GPU 0", 1.2, [("a", 0.6)])]),
         ValueError,
     ),
+    (errors.BusyAcceleratorError("busy", busy=[(0, 3, [4242])]), RuntimeError),
+    (errors.CpuBindingError("cpu 99 is not ours"), OSError),
     (errors.ClusterError("cannot connect"), RuntimeError),
     (errors.ForeignClusterError("not ours", expected="abc", found="def"), RuntimeError),
     (

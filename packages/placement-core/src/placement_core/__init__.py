@@ -19,6 +19,7 @@ from ._assignments import plan_from_assignments
 from ._plan import NodeOccupancy, Occupancy, Plan, plan
 from ._sharing import shared_ranks
 from ._version import __version__
+from .busy import BusyAccelerator, busy_accelerators
 from .config import (
     AcceleratorSpec,
     ClusterConfig,
@@ -31,6 +32,7 @@ from .config import (
     load_config,
 )
 from .env import (
+    CPU_AFFINITY_ENV,
     HARDWARE_CONFIG_ENV,
     HARDWARE_TYPE_ENV,
     RESERVED_ENV_VARS,
@@ -47,7 +49,7 @@ from .errors import (
     Problem,
 )
 from .hardware import FrankaConfig, HardwareConfig, register_hardware, registered_hardware
-from .inventory import Accelerator, HardwareDevice, Inventory, Node
+from .inventory import Accelerator, AcceleratorProcess, HardwareDevice, Inventory, Node
 from .ranks import format_rank_list, parse_rank_list
 from .records import Placement
 from .rules import parse_rule
@@ -58,12 +60,15 @@ from .strategies import flexible, node, packed, strided_rollout
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
+    "CPU_AFFINITY_ENV",
     "HARDWARE_CONFIG_ENV",
     "HARDWARE_TYPE_ENV",
     "RESERVED_ENV_VARS",
     "VISIBILITY_ENV_VARS",
     "Accelerator",
+    "AcceleratorProcess",
     "AcceleratorSpec",
+    "BusyAccelerator",
     "ClusterConfig",
     "ComponentRule",
     "ConfigError",
@@ -89,6 +94,7 @@ __all__ = [
     "__version__",
     "attach_hardware",
     "build_space",
+    "busy_accelerators",
     "config_json_schema",
     "flexible",
     "format_rank_list",

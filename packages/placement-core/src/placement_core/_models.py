@@ -39,12 +39,13 @@ from ._fields import (
     InterpreterPath,
     Label,
     NodeRanks,
+    NonNegativeInt,
     PlacementText,
     PositiveInt,
 )
 from ._problems import Issues, did_you_mean, issue, issues_from
 from ._scalars import is_int
-from ._vocab import RESERVED_LABELS, AcceleratorType
+from ._vocab import RESERVED_LABELS, AcceleratorType, TopologyMode
 from .errors import PlacementRuleError
 from .hardware import HardwareConfig, hardware_model, registered_hardware
 from .inventory import MAX_ACCELERATORS_PER_NODE, MAX_NODES
@@ -76,12 +77,21 @@ class ComponentRule(_Model):
             (YAML ``node_group``: a label, ``"a800,4090"`` or a list). Default ``cluster``.
         placement: The rule text as written (a YAML int becomes its string).
         stride: Packed-with-stride inside each segment where a process spans resources.
+        topology: How multi-accelerator processes are formed from the rule's accelerators
+            on each node (matters with node snapshots): ``any`` (index order, the
+            default), ``best`` (the grouping with the best worst link) or ``nvlink``
+            (``best``, and fail unless every process has NVLink between all its
+            accelerators). See :mod:`placement_core.topology`.
+        numa_node: For node and hardware placements: run the processes on the CPUs of
+            this NUMA node (split between the component's processes on each node).
     """
 
     key: str
     node_groups: GroupLabels = ("cluster",)
     placement: PlacementText
     stride: PositiveInt = 1
+    topology: TopologyMode = "any"
+    numa_node: NonNegativeInt | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -97,6 +107,19 @@ class ComponentRule(_Model):
                 raise issue("give node_group only (node_groups is its internal name)")
             data = {("node_groups" if k == "node_group" else k): v for k, v in data.items()}
         return data
+
+    @model_validator(mode="after")
+    def _strided_topology(self) -> Self:
+        if self.topology == "best" and self.stride > 1:
+            raise issue(
+                "topology: best would regroup the accelerators that stride pairs on "
+                "purpose (one from each trainer shard, for weight sync on the same "
+                "devices); use topology: any (each process's link is still reported) or "
+                "nvlink (checks the strided groups without regrouping them)",
+                "best",
+                ".topology",
+            )
+        return self
 
 
 class EnvConfig(_Model):

@@ -24,6 +24,7 @@ from typing import Any
 from ._limits import MAX_PROCESSES
 from ._scalars import is_int
 from ._shown import shown
+from .busy import busy_accelerators
 from .config import ClusterConfig, ComponentRule, load_config
 from .env import worker_env
 from .errors import (
@@ -36,6 +37,7 @@ from .records import Placement, build_placements, gc_paused_if
 from .rules import Entry, Rule, parse_rule, resolve_rule
 from .sources import attach_hardware, inventory_for
 from .spaces import ResourceSpace, SpaceKind, build_space
+from .topology import TopologySolver
 
 __all__ = ["NodeOccupancy", "Occupancy", "Occupant", "Plan", "plan"]
 
@@ -320,15 +322,26 @@ def plan(
         for key, rule in config.component_placement.items()
     }
     _check_process_count(parsed, max_processes)
+    solver = TopologySolver(inventory)
+    warnings: list[str] = []
     with gc_paused_if(pause_gc):
         for key, rule in config.component_placement.items():
             parsed_rule, space = parsed[key]
             entries = resolve_rule(parsed_rule, space, stride=rule.stride)
-            placements = build_placements(entries, inventory)
+            entries, placements = _with_topology(
+                f"cluster.component_placement.{key}",
+                rule,
+                space,
+                entries,
+                inventory,
+                solver,
+                warnings,
+            )
             for name in rule.names:
                 components[name] = placements
             resolved.append((rule, space, entries))
-        warnings = _sharing_warnings(resolved, colocate)
+        warnings += _sharing_warnings(resolved, colocate)
+    warnings += [busy.describe() for busy in busy_accelerators(inventory, components)]
     return Plan(config, inventory, MappingProxyType(components), tuple(warnings))
 
 
@@ -372,6 +385,56 @@ def _check_process_count(
         "with plan(..., max_processes=N) or placement plan --max-processes N",
         path="cluster.component_placement",
     )
+
+
+def _with_topology(
+    base: str,
+    rule: ComponentRule,
+    space: ResourceSpace,
+    entries: list[Entry],
+    inventory: Inventory,
+    solver: TopologySolver,
+    warnings: list[str],
+) -> tuple[list[Entry], tuple[Placement, ...]]:
+    """Regroup by the rule's ``topology``, build the records, fill link and CPUs."""
+    kinds = {run.kind for run in space.runs}
+    if rule.topology != "any" and kinds != {SpaceKind.ACCELERATOR}:
+        raise PlacementRuleError(
+            f"topology: {rule.topology} groups accelerators, but {space.describe()} "
+            "holds none to group; leave topology out (any) for this rule",
+            path=f"{base}.topology",
+        )
+    if rule.numa_node is not None and SpaceKind.ACCELERATOR in kinds:
+        raise PlacementRuleError(
+            f"numa_node is for node and hardware placements; processes on "
+            f"{space.describe()} get the CPUs local to their accelerators",
+            path=f"{base}.numa_node",
+        )
+    entries, blind = solver.regroup(
+        entries, rule.topology, strided=rule.stride > 1, path=f"{base}.topology"
+    )
+    if blind:
+        warnings.append(
+            f"{_names(rule)}: topology: {rule.topology} has no link information for "
+            f"node(s) {format_rank_list(blind)} (no node snapshot): their accelerators "
+            "keep index order"
+        )
+    placements = build_placements(entries, inventory)
+    if SpaceKind.ACCELERATOR not in kinds and rule.numa_node is None:
+        return entries, placements  # nothing to say about links or CPUs
+    unknown = solver.annotate(
+        placements,
+        numa_node=rule.numa_node,
+        path=f"{base}.numa_node",
+        whole_nodes=space.is_node_space,
+    )
+    if unknown:
+        warnings.append(
+            f"{_names(rule)}: numa_node {rule.numa_node}: nothing is known about the NUMA "
+            f"layout of node(s) {format_rank_list(unknown)} (no node snapshot): their "
+            "processes get no CPU set"
+        )
+    return entries, placements
 
 
 def _occupied(entries: Sequence[Entry]) -> tuple[set[int], set[tuple[int, str, int]]]:

@@ -21,6 +21,7 @@ from typing import Literal, get_args
 
 __all__ = [
     "ACCELERATOR_TYPES",
+    "CPU_AFFINITY_ENV",
     "HARDWARE_CONFIG_ENV",
     "HARDWARE_ENV_VARS",
     "HARDWARE_TYPE_ENV",
@@ -28,14 +29,20 @@ __all__ = [
     "RESERVED_ENV_VARS",
     "RESERVED_LABELS",
     "ROOT_KEY",
+    "TOPOLOGY_MODES",
     "VISIBILITY_ENV_VARS",
     "AcceleratorType",
+    "TopologyMode",
     "Visibility",
 ]
 
 #: The accelerator types a config may declare.
 AcceleratorType = Literal["nvidia", "amd", "ascend", "intel", "musa", "kunlun"]
 ACCELERATOR_TYPES: tuple[str, ...] = get_args(AcceleratorType)
+
+#: How a rule forms multi-accelerator processes from a node's links (``topology:``).
+TopologyMode = Literal["any", "best", "nvlink"]
+TOPOLOGY_MODES: tuple[str, ...] = get_args(TopologyMode)
 
 #: Built-in node groups of every node; no declared group may use these labels.
 RESERVED_LABELS = ("cluster", "node")
@@ -96,11 +103,14 @@ HARDWARE_TYPE_ENV = "PLACEMENT_HARDWARE_TYPE"
 #: The JSON of the device's config entry (a JSON list when the process has several).
 HARDWARE_CONFIG_ENV = "PLACEMENT_HARDWARE_CONFIG"
 HARDWARE_ENV_VARS: frozenset[str] = frozenset({HARDWARE_TYPE_ENV, HARDWARE_CONFIG_ENV})
+#: The CPUs a worker should run on (a Linux CPU list, ``0-23,96-119``), when known.
+CPU_AFFINITY_ENV = "PLACEMENT_CPU_AFFINITY"
 
 #: Variables the planner owns; user ``env_vars`` may not set them.
 RESERVED_ENV_VARS: frozenset[str] = (
     RANK_ENV_VARS
     | HARDWARE_ENV_VARS
+    | {CPU_AFFINITY_ENV}
     | frozenset(
         name
         for visibility in VISIBILITY_ENV_VARS.values()

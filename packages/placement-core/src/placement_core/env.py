@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._vocab import (
+    CPU_AFFINITY_ENV,
     HARDWARE_CONFIG_ENV,
     HARDWARE_ENV_VARS,
     HARDWARE_TYPE_ENV,
@@ -28,6 +29,7 @@ from .errors import PlacementRuleError
 from .records import Placement
 
 __all__ = [
+    "CPU_AFFINITY_ENV",
     "HARDWARE_CONFIG_ENV",
     "HARDWARE_ENV_VARS",
     "HARDWARE_TYPE_ENV",
@@ -120,7 +122,8 @@ def worker_env(
     placement node rank), ``MASTER_ADDR``, ``MASTER_PORT`` (only when given) and the
     accelerator type's visibility variable with Ray's opt-outs, on top of ``user_env``
     (the env_vars of the placement's node group on its node). A placement on hardware
-    also gets :func:`hardware_env` of ``hardware_configs`` (its devices' config entries).
+    also gets :func:`hardware_env` of ``hardware_configs`` (its devices' config entries),
+    and a placement that knows its CPUs gets them as ``PLACEMENT_CPU_AFFINITY``.
 
     Raises:
         PlacementRuleError: ``user_env`` sets a reserved variable.
@@ -141,4 +144,6 @@ def worker_env(
         env.update(visibility_env(placement.accelerator_type, placement.visible_accelerators))
     if placement.hardware_type is not None:
         env.update(hardware_env(placement.hardware_type, hardware_configs))
+    if placement.cpus is not None:
+        env[CPU_AFFINITY_ENV] = placement.cpus
     return env

@@ -22,6 +22,7 @@ __all__ = [
     "MAX_ACCELERATORS_PER_NODE",
     "MAX_NODES",
     "Accelerator",
+    "AcceleratorProcess",
     "HardwareDevice",
     "Inventory",
     "Node",
@@ -32,8 +33,27 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
+class AcceleratorProcess:
+    """A compute process the node snapshot found running on an accelerator.
+
+    Attributes:
+        pid: Its process id on the node.
+        used_memory_bytes: Accelerator memory it holds, or None where the driver does not
+            say.
+    """
+
+    pid: int
+    used_memory_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Accelerator:
-    """One accelerator of a node, identified by its node-local physical ``index``."""
+    """One accelerator of a node, identified by its node-local physical ``index``.
+
+    ``numa_node`` and ``cpu_affinity`` (a Linux CPU list such as ``0-23,96-119``) say
+    which CPUs are close to it; ``memory_used_bytes`` and ``processes`` what already
+    runs on it. All come from node snapshots; None / empty when unknown.
+    """
 
     index: int
     type: str = "nvidia"
@@ -43,6 +63,8 @@ class Accelerator:
     memory_bytes: int | None = None
     numa_node: int | None = None
     cpu_affinity: str | None = None
+    memory_used_bytes: int | None = None
+    processes: tuple[AcceleratorProcess, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +82,13 @@ class HardwareDevice:
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """One machine of the cluster."""
+    """One machine of the cluster.
+
+    ``links`` holds ``(a, b, label)`` for pairs of accelerator indices ``a < b``: how the
+    two reach each other (``NV18``, ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``, as
+    ``nvidia-smi topo -m`` names it); empty when unknown (inventories declared without
+    node snapshots).
+    """
 
     rank: int
     node_id: str
@@ -69,6 +97,7 @@ class Node:
     cpus: int | None = None
     accelerators: tuple[Accelerator, ...] = ()
     hardware: tuple[HardwareDevice, ...] = ()
+    links: tuple[tuple[int, int, str], ...] = ()
 
     @property
     def accelerator_type(self) -> str | None:
@@ -84,6 +113,13 @@ class Node:
     def address(self) -> str:
         """How other nodes reach this one (``MASTER_ADDR``): its IP, else hostname, else id."""
         return self.ip or self.hostname or self.node_id
+
+    @property
+    def has_topology(self) -> bool:
+        """Whether anything is known about links or CPU locality of the accelerators."""
+        return bool(self.links) or any(
+            a.numa_node is not None or a.cpu_affinity is not None for a in self.accelerators
+        )
 
 
 @dataclass(frozen=True, slots=True)

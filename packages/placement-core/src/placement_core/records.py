@@ -53,6 +53,14 @@ class Placement:
         isolate_accelerator: Whether the process's other devices are hidden.
         hardware_type: The hardware type (``Franka``) when ``hardware_ranks`` are
             hardware devices; None for accelerator and node placements.
+        link: The worst link between the process's accelerators as ``nvidia-smi topo
+            -m`` names it (``NV4``, ``PIX``, ``SYS``, ...); None for one accelerator or
+            unknown topology.
+        numa_node: The NUMA node of its accelerators (or the one it asked for); None when
+            unknown or when its accelerators sit on different NUMA nodes.
+        cpus: The CPUs it should run on, as a Linux CPU list (``0-11,96-107``): the CPUs
+            local to its accelerators (or its NUMA node), split without overlap between
+            the component's processes on the node that share them; None when unknown.
     """
 
     rank: int
@@ -68,6 +76,9 @@ class Placement:
     node_group: str
     isolate_accelerator: bool
     hardware_type: str | None = None
+    link: str | None = None
+    numa_node: int | None = None
+    cpus: str | None = None
 
     @property
     def device_index(self) -> int:
@@ -106,6 +117,9 @@ class _Twin:
         node_group: str,
         isolate_accelerator: bool,
         hardware_type: str | None,
+        link: str | None = None,
+        numa_node: int | None = None,
+        cpus: str | None = None,
     ) -> None:
         self.rank = rank
         self.node_rank = node_rank
@@ -120,6 +134,9 @@ class _Twin:
         self.node_group = node_group
         self.isolate_accelerator = isolate_accelerator
         self.hardware_type = hardware_type
+        self.link = link
+        self.numa_node = numa_node
+        self.cpus = cpus
         self.__class__ = Placement  # type: ignore[assignment]
 
 

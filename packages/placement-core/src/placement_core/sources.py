@@ -50,9 +50,9 @@ from ._scalars import is_int
 from ._shown import shown
 from ._vocab import AcceleratorType
 from .config import ClusterConfig
-from .errors import InventoryError
-from .inventory import Accelerator, HardwareDevice, Inventory, Node
-from .ranks import format_rank_list
+from .errors import InventoryError, PlacementError
+from .inventory import Accelerator, AcceleratorProcess, HardwareDevice, Inventory, Node
+from .ranks import format_rank_list, parse_rank_list
 
 __all__ = [
     "SNAPSHOT_SCHEMA",
@@ -80,6 +80,11 @@ class _Lenient(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+class _SnapshotProcess(_Lenient):
+    pid: _Count
+    used_memory_bytes: _Count | None = None
+
+
 class _SnapshotAccelerator(_Lenient):
     index: _Index
     type: AcceleratorType
@@ -91,6 +96,9 @@ class _SnapshotAccelerator(_Lenient):
     cpu_affinity: str | None = None
     mig: bool = False
     error: str | None = None
+    # Optional (newer writers): what already runs on the accelerator.
+    memory_used_bytes: _Count | None = None
+    processes: tuple[_SnapshotProcess, ...] | None = None
 
 
 class _Snapshot(_Lenient):
@@ -99,6 +107,7 @@ class _Snapshot(_Lenient):
     ip: str | None = None
     cpus: _Count | None = None
     accelerators: tuple[_SnapshotAccelerator, ...]
+    links: tuple[tuple[_Count, _Count, Annotated[str, Field(strict=True)]], ...] = ()
     node_rank: _Count | None = None
     nvml_error: str | None = None
 
@@ -239,7 +248,11 @@ def _node(snapshot: _Snapshot, rank: int, name: str) -> Node:
                 pci_bus_id=entry.pci_bus_id,
                 memory_bytes=entry.memory_bytes,
                 numa_node=entry.numa_node,
-                cpu_affinity=entry.cpu_affinity,
+                cpu_affinity=_cpu_list(entry.cpu_affinity, name, f"accelerators[{i}].cpu_affinity"),
+                memory_used_bytes=entry.memory_used_bytes,
+                processes=tuple(
+                    AcceleratorProcess(p.pid, p.used_memory_bytes) for p in entry.processes or ()
+                ),
             )
         )
     return Node(
@@ -249,7 +262,42 @@ def _node(snapshot: _Snapshot, rank: int, name: str) -> Node:
         ip=snapshot.ip,
         cpus=snapshot.cpus,
         accelerators=tuple(sorted(accelerators, key=lambda a: a.index)),
+        links=_links(snapshot.links, seen, name),
     )
+
+
+def _cpu_list(text: str | None, name: str, field: str) -> str | None:
+    """A snapshot's CPU list, checked to parse (``0-23,96-119``)."""
+    if text is None or not text.strip():
+        return None
+    try:
+        parse_rank_list(text)
+    except PlacementError as error:
+        raise _snapshot_error(
+            name, field, f"expected a CPU list such as '0-23,96-119', got {text!r}"
+        ) from error
+    return text.strip()
+
+
+def _links(
+    links: Sequence[tuple[int, int, str]], indices: set[int], name: str
+) -> tuple[tuple[int, int, str], ...]:
+    """The snapshot's ``links``, checked to name pairs ``a < b`` of its accelerators."""
+    seen: set[tuple[int, int]] = set()
+    for i, (a, b, _) in enumerate(links):
+        if a >= b:
+            raise _snapshot_error(name, f"links[{i}]", f"expected a pair a < b, got [{a}, {b}]")
+        missing = [x for x in (a, b) if x not in indices]
+        if missing:
+            raise _snapshot_error(
+                name,
+                f"links[{i}]",
+                f"accelerator {missing[0]} is not in the snapshot's accelerators",
+            )
+        if (a, b) in seen:
+            raise _snapshot_error(name, f"links[{i}]", f"pair [{a}, {b}] appears twice")
+        seen.add((a, b))
+    return tuple(links)
 
 
 def _snapshot_nodes(snapshots: Sequence[SnapshotSource], num_nodes: int | None) -> dict[int, Node]:

@@ -51,7 +51,9 @@ from ._worker import hand_over_master_port, hand_over_ports
 from ._worker_group import WorkerGroup
 from .errors import (
     ArgumentError,
+    BusyAcceleratorError,
     ClusterError,
+    CpuBindingError,
     ForeignClusterError,
     InfeasiblePlacementGroupError,
     InterpreterError,
@@ -76,8 +78,10 @@ __all__ = [
     "NODE_RANK_LABEL",
     "ArgumentError",
     "BundleSlot",
+    "BusyAcceleratorError",
     "Cluster",
     "ClusterError",
+    "CpuBindingError",
     "ForeignClusterError",
     "HealthReport",
     "InfeasiblePlacementGroupError",

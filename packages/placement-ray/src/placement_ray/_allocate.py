@@ -135,6 +135,7 @@ def allocate(
     rank: int = 0,
     port_blocks: Mapping[str, tuple[int, bool]] | None = None,
     defer_init: bool = False,
+    bind_cpus: bool = False,
     capture_child_tasks: bool = False,
     actor_name: str | None = None,
     options: Mapping[str, Any] | None = None,
@@ -167,6 +168,8 @@ def allocate(
         port_blocks: Port blocks to reserve and hold inside the worker, by name:
             ``(count, consecutive)``.
         defer_init: Run the user's ``__init__`` only on ``_placement_setup``.
+        bind_cpus: Bind the worker to the CPUs in ``PLACEMENT_CPU_AFFINITY`` (from
+            ``env``) before its ``__init__``.
         capture_child_tasks: Tasks the actor starts are scheduled in its placement group.
         actor_name: Register the actor under this name (in the job's namespace).
         options: Further ``.options(...)`` for Ray (``max_concurrency``, ...).
@@ -237,6 +240,7 @@ def allocate(
         name=name,
         port_blocks=dict(port_blocks or {}),
         defer_init=defer_init,
+        bind_cpus=bind_cpus,
         report_env=tuple(k for k in full_env if not k.startswith("RAY_")),
     )
     remote_cls = _remote_class(cls)

@@ -141,9 +141,17 @@ def accelerators_from_snapshot(
     Raises:
         InventoryError: the snapshot is malformed.
     """
+    return _from_snapshot(snapshot, ray_gpus, rank)[0]
+
+
+def _from_snapshot(
+    snapshot: Mapping[str, Any] | None, ray_gpus: float, rank: int
+) -> tuple[tuple[Accelerator, ...], tuple[tuple[int, int, str], ...]]:
+    """The node's accelerators and their pairwise links (none without a snapshot)."""
     if snapshot and snapshot.get("accelerators"):
-        return node_from_snapshot(dict(snapshot), rank=rank).accelerators
-    return tuple(Accelerator(index=i, type="nvidia") for i in range(int(ray_gpus)))
+        node = node_from_snapshot(dict(snapshot), rank=rank)
+        return node.accelerators, node.links
+    return tuple(Accelerator(index=i, type="nvidia") for i in range(int(ray_gpus))), ()
 
 
 def build_inventory(ordered: Sequence[NodeFacts]) -> Inventory:
@@ -156,7 +164,7 @@ def build_inventory(ordered: Sequence[NodeFacts]) -> Inventory:
     for rank, facts in enumerate(ordered):
         ray_gpus = float(facts.resources.get("GPU", 0.0))
         try:
-            accelerators = accelerators_from_snapshot(facts.snapshot, ray_gpus, rank=rank)
+            accelerators, links = _from_snapshot(facts.snapshot, ray_gpus, rank)
         except InventoryError as error:
             raise InventoryError(
                 f"the snapshot taken on node {rank} ({facts.node_id}) is malformed: {error.reason}",
@@ -181,6 +189,7 @@ def build_inventory(ordered: Sequence[NodeFacts]) -> Inventory:
                 ip=facts.ip or None,
                 cpus=cpus,
                 accelerators=accelerators,
+                links=links,
             )
         )
     return Inventory(tuple(nodes))

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from placement_core import Plan, plan, plan_from_assignments, shared_ranks
+from placement_core import Plan, busy_accelerators, plan, plan_from_assignments, shared_ranks
 from placement_core.config import ClusterConfig
 from placement_core.env import (
     HARDWARE_CONFIG_ENV,
@@ -50,7 +50,7 @@ from ._placement_groups import OrderedPlacementGroup, create_placement_group
 from ._startup import Start, start_workers
 from ._worker import COMPONENT_ENV, MASTER_PORT_BLOCK
 from ._worker_group import WorkerGroup
-from .errors import ArgumentError
+from .errors import ArgumentError, BusyAcceleratorError
 
 __all__ = [
     "COMPONENT_ENV",
@@ -271,6 +271,17 @@ def _worker_env(
     return env
 
 
+def _refuse_busy(the_plan: Plan) -> None:
+    busy = busy_accelerators(the_plan.inventory, the_plan.components)
+    if busy:
+        lines = "\n".join(f"  {b.describe()}" for b in busy)
+        raise BusyAcceleratorError(
+            f"{len(busy)} planned GPU(s) already run other processes:\n{lines}\n"
+            "free them, plan around them, or pass allow_busy=True",
+            busy=[(b.node_rank, b.index, [p.pid for p in b.processes]) for b in busy],
+        )
+
+
 def _port_blocks(value: Any, components: Sequence[str]) -> dict[str, dict[str, tuple[int, bool]]]:
     given = _per_component("port_blocks", value, components, None)
     out: dict[str, dict[str, tuple[int, bool]]] = {}
@@ -409,6 +420,8 @@ def launch(
     colocate: Iterable[Iterable[str]] = (),
     timeout_s: float | None = 120.0,
     pg_timeout_s: float | None = 60.0,
+    bind_cpus: bool = False,
+    allow_busy: bool = False,
 ) -> Launch:
     """Start one actor per placement of a plan, on the planned nodes and GPUs.
 
@@ -433,12 +446,19 @@ def launch(
         colocate: Groups of components allowed to share GPUs (see core's ``plan``).
         timeout_s: Limit for the workers to start (and, separately, to run ``__init__``).
         pg_timeout_s: Limit for the placement group to be placed.
+        bind_cpus: Bind every worker whose placement knows its CPUs (node snapshots with
+            CPU affinity) to them (``os.sched_setaffinity``, every thread) before its
+            ``__init__``; the CPUs are in ``PLACEMENT_CPU_AFFINITY`` either way.
+        allow_busy: Start workers on GPUs that the node snapshots show running other
+            processes; without it such a plan is refused before anything is reserved.
 
     Returns:
         The launch: ``launch["actor"]`` is the actor component's ``WorkerGroup``.
 
     Raises:
         ArgumentError: a missing or unknown component class, bad shares or options.
+        BusyAcceleratorError: planned GPUs already run other processes (names the node,
+            GPU, pids and memory of each) and ``allow_busy`` is False.
         OversubscribedGPUError: the shares on some GPU add up to more than 1.
         InterpreterError: a node group's interpreter cannot run on its node.
         InfeasiblePlacementGroupError / PlacementGroupTimeoutError: the GPUs cannot be
@@ -454,6 +474,8 @@ def launch(
     if cluster is None:
         cluster = Cluster()
     the_plan = _live_plan(config_or_plan, cluster, colocate)
+    if not allow_busy:
+        _refuse_busy(the_plan)
     components = list(the_plan.components)
     if not isinstance(actors, Mapping):
         raise ArgumentError(f"actors: expected a mapping of component -> class, got {actors!r}")
@@ -510,6 +532,7 @@ def launch(
                 num_cpus=cpus[w.component],
                 interpreter=the_plan.interpreter(w.component, p.rank),
                 port_blocks=blocks[w.component],
+                bind_cpus=bind_cpus,
             )
         )
 

@@ -46,6 +46,8 @@ class Start:
         interpreter: Its node group's interpreter on its node, if any (already checked).
         port_blocks: Block name -> ``(count, consecutive)`` it reserves and holds.
         capture_child_tasks: Child tasks run in its bundle.
+        bind_cpus: Bind it to the CPUs in its ``PLACEMENT_CPU_AFFINITY`` before its
+            ``__init__``.
     """
 
     cls: Any
@@ -63,6 +65,7 @@ class Start:
     interpreter: str | None = None
     port_blocks: Mapping[str, tuple[int, bool]] = field(default_factory=dict)
     capture_child_tasks: bool = False
+    bind_cpus: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +134,7 @@ def start_workers(
                     rank=s.rank,
                     port_blocks=blocks,
                     defer_init=True,
+                    bind_cpus=s.bind_cpus,
                     capture_child_tasks=s.capture_child_tasks,
                 )
             )

@@ -25,12 +25,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from placement_core.env import (
+    CPU_AFFINITY_ENV,
     HARDWARE_CONFIG_ENV,
     HARDWARE_TYPE_ENV,
     RANK_ENV_VARS,
     VISIBILITY_ENV_VARS,
 )
 
+from ._cpus import bind_cpus, current_cpus
 from .errors import ArgumentError, PortNotHeldError
 
 __all__ = [
@@ -63,6 +65,7 @@ REPORTED_ENV_VARS = (
     HARDWARE_TYPE_ENV,
     HARDWARE_CONFIG_ENV,
     DIST_INIT_ADDR_ENV,
+    CPU_AFFINITY_ENV,
 )
 """Variables every worker reports back (plus the user's own env var names)."""
 
@@ -78,6 +81,8 @@ class WorkerSpec:
         defer_init: Run the user's ``__init__`` only when the driver calls
             ``_placement_setup`` (it sends values other workers reported).
         report_env: Extra env var names to report besides ``REPORTED_ENV_VARS``.
+        bind_cpus: Bind the process to ``PLACEMENT_CPU_AFFINITY`` (when set) before the
+            user's ``__init__``.
     """
 
     name: str
@@ -85,6 +90,7 @@ class WorkerSpec:
     port_host: str | None = None
     defer_init: bool = False
     report_env: tuple[str, ...] = ()
+    bind_cpus: bool = False
 
 
 # Reservations held by this process, by block name. A module global so that user code
@@ -167,6 +173,8 @@ class PlacementWorker:
     def __init__(self, _placement_spec: WorkerSpec, *args: Any, **kwargs: Any) -> None:
         self._placement_spec = _placement_spec
         self._placement_init = None
+        if _placement_spec.bind_cpus:
+            bind_cpus(os.environ.get(CPU_AFFINITY_ENV), name=_placement_spec.name)
         host = _placement_spec.port_host or _node_ip()
         if _placement_spec.port_blocks:
             from placement_native.ports import reserve_ports
@@ -198,6 +206,7 @@ class PlacementWorker:
             "ray_gpu_ids": assigned_gpu_ids(),
             "env": {k: os.environ[k] for k in names if k in os.environ},
             "ports": held_ports(),
+            "cpus": current_cpus(),
         }
 
     def _placement_setup(

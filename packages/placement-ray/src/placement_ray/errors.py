@@ -9,6 +9,10 @@ Hierarchy::
     │   │                                    workers on its node
     │   ├── OversubscribedGPUError           fractional GPU shares on one GPU sum to > 1
     │   └── UnknownRoleError (KeyError)      a slime layout has no such role
+    ├── BusyAcceleratorError (RuntimeError)  planned GPUs already run other processes
+    │                                        (launch without allow_busy=True)
+    ├── CpuBindingError (OSError)            inside a worker: its planned CPUs cannot be
+    │                                        bound (launch with bind_cpus=True)
     ├── ClusterError (RuntimeError)          cannot connect, or connected to the wrong
     │   │                                    cluster / namespace
     │   └── ForeignClusterError              the Ray cluster is not the one this job runs on
@@ -46,7 +50,9 @@ from placement_core.errors import PlacementError
 
 __all__ = [
     "ArgumentError",
+    "BusyAcceleratorError",
     "ClusterError",
+    "CpuBindingError",
     "ForeignClusterError",
     "InfeasiblePlacementGroupError",
     "InterpreterError",
@@ -129,6 +135,26 @@ class OversubscribedGPUError(ArgumentError):
 
 class UnknownRoleError(ArgumentError, KeyError):
     """A slime layout was indexed with a role it does not have (``actor`` / ``rollout``)."""
+
+
+class BusyAcceleratorError(PlacementRayError, RuntimeError):
+    """Accelerators the plan uses already run other processes (their node snapshots say).
+
+    Raised by ``launch`` before anything is reserved, unless ``allow_busy=True``.
+
+    Attributes:
+        busy: ``(node rank, accelerator index, pids)`` for every busy planned accelerator.
+    """
+
+    def __init__(
+        self, message: str, *, busy: Sequence[tuple[int, int, Sequence[int]]] = ()
+    ) -> None:
+        self.busy = tuple((n, i, tuple(p)) for n, i, p in busy)
+        super().__init__(message)
+
+
+class CpuBindingError(PlacementRayError, OSError):
+    """Inside a worker: the CPUs its placement names cannot be bound (``bind_cpus=True``)."""
 
 
 class ClusterError(PlacementRayError, RuntimeError):

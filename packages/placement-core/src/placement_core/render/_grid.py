@@ -17,6 +17,7 @@ from placement_core.ranks import format_rank_list
 from ._text import HardwareNumbers, node_kind
 
 __all__ = [
+    "CROSSING",
     "Fold",
     "Folded",
     "component_codes",
@@ -46,13 +47,26 @@ def component_codes(names: Sequence[str]) -> dict[str, str]:
     return codes
 
 
-def occupants_label(occupants: Iterable[tuple[str, int]], codes: dict[str, str]) -> str:
-    """``ac0-1+r0``: each component's code and rank list, joined by ``+``; empty if none."""
+#: Marks processes whose accelerators meet only across sockets (link ``SYS``).
+CROSSING = "!"
+
+
+def occupants_label(
+    occupants: Iterable[tuple[str, int]],
+    codes: dict[str, str],
+    marked: frozenset[tuple[str, int]] = frozenset(),
+) -> str:
+    """``ac0-1+r0``: each component's code and rank list, joined by ``+``; empty if none.
+
+    A component's ranks get a ``!`` when one of them is in ``marked``.
+    """
     by_component: dict[str, list[int]] = {}
     for component, rank in occupants:
         by_component.setdefault(component, []).append(rank)
     return "+".join(
-        codes[component] + format_rank_list(sorted(ranks))
+        codes[component]
+        + format_rank_list(sorted(ranks))
+        + (CROSSING if marked and any((component, r) in marked for r in ranks) else "")
         for component, ranks in by_component.items()
     )
 
@@ -65,9 +79,9 @@ def device_name(kind: str, index: int, node_rank: int, numbers: HardwareNumbers)
 def node_shape(plan: Plan, node: Node, occupancy: NodeOccupancy) -> tuple[object, ...]:
     """What a node's row looks like, ignoring the rank numbers.
 
-    Per device, the components on it and the node-local devices of each one's first
-    process there, so a process spanning two accelerators never folds with two processes
-    on one accelerator each.
+    Per device, the components on it and the node-local devices (and link) of each one's
+    first process there, so a process spanning two accelerators never folds with two
+    processes on one accelerator each, nor one across sockets with one that is not.
     """
     components = plan.components
 
@@ -75,7 +89,8 @@ def node_shape(plan: Plan, node: Node, occupancy: NodeOccupancy) -> tuple[object
         first: dict[str, object] = {}
         for component, rank in occupants:
             if component not in first:
-                first[component] = components[component][rank].hardware_ranks
+                process = components[component][rank]
+                first[component] = (process.hardware_ranks, process.link)
         return tuple(first.items())
 
     cells = tuple(devices(occupancy.accelerators.get(a.index, ())) for a in node.accelerators)

@@ -6,37 +6,49 @@ import json
 from typing import Any
 
 from placement_core._plan import Plan
-from placement_core.inventory import Node
+from placement_core.inventory import Accelerator, Node
+from placement_core.records import Placement
+from placement_core.topology import inventory_has_topology
 
 __all__ = ["JSON_SCHEMA_VERSION", "plan_to_dict", "render_json"]
 
 JSON_SCHEMA_VERSION = 1
 
 
-def _node(node: Node) -> dict[str, Any]:
-    return {
+def _accelerator(a: Accelerator, topology: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "index": a.index,
+        "type": a.type,
+        "model": a.model,
+        "uuid": a.uuid,
+        "pci_bus_id": a.pci_bus_id,
+        "memory_bytes": a.memory_bytes,
+        "numa_node": a.numa_node,
+        "cpu_affinity": a.cpu_affinity,
+    }
+    if topology:
+        out["memory_used_bytes"] = a.memory_used_bytes
+        out["processes"] = [
+            {"pid": p.pid, "used_memory_bytes": p.used_memory_bytes} for p in a.processes
+        ]
+    return out
+
+
+def _node(node: Node, topology: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "node_rank": node.rank,
         "node_id": node.node_id,
         "hostname": node.hostname,
         "ip": node.ip,
         "cpus": node.cpus,
-        "accelerators": [
-            {
-                "index": a.index,
-                "type": a.type,
-                "model": a.model,
-                "uuid": a.uuid,
-                "pci_bus_id": a.pci_bus_id,
-                "memory_bytes": a.memory_bytes,
-                "numa_node": a.numa_node,
-                "cpu_affinity": a.cpu_affinity,
-            }
-            for a in node.accelerators
-        ],
+        "accelerators": [_accelerator(a, topology) for a in node.accelerators],
         "hardware": [
             {"type": d.type, "index": d.index, "config": dict(d.config)} for d in node.hardware
         ],
     }
+    if topology:
+        out["links"] = [list(link) for link in node.links]
+    return out
 
 
 def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
@@ -45,39 +57,48 @@ def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
     Each component maps to its placements in rank order, each with exactly the keys
     ``rank, node_rank, node_id, placement_node_rank, local_rank, local_world_size,
     hardware_ranks, visible_accelerators, local_accelerator_rank, accelerator_type,
-    node_group, isolate_accelerator, env``.
+    node_group, isolate_accelerator, env``; plus ``link, numa_node, cpus`` when the
+    inventory carries topology (node snapshots), when nodes also list their ``links``
+    and accelerators their ``memory_used_bytes`` and ``processes``.
 
     Args:
         plan: The plan.
         env: Include each worker's environment (see docs/concepts/worker-environment.md); ``None``
             when False.
     """
+    topology = inventory_has_topology(plan.inventory)
     components: dict[str, list[dict[str, Any]]] = {}
     for name, placements in plan.components.items():
         components[name] = [
-            {
-                "rank": p.rank,
-                "node_rank": p.node_rank,
-                "node_id": p.node_id,
-                "placement_node_rank": p.placement_node_rank,
-                "local_rank": p.local_rank,
-                "local_world_size": p.local_world_size,
-                "hardware_ranks": list(p.hardware_ranks),
-                "visible_accelerators": list(p.visible_accelerators),
-                "local_accelerator_rank": p.local_accelerator_rank,
-                "accelerator_type": p.accelerator_type,
-                "node_group": p.node_group,
-                "isolate_accelerator": p.isolate_accelerator,
-                "env": plan.env(name, p.rank) if env else None,
-            }
-            for p in placements
+            _placement(p, plan.env(name, p.rank) if env else None, topology) for p in placements
         ]
     return {
         "schema": JSON_SCHEMA_VERSION,
-        "nodes": [_node(node) for node in plan.inventory.nodes],
+        "nodes": [_node(node, topology) for node in plan.inventory.nodes],
         "components": components,
         "warnings": list(plan.warnings),
     }
+
+
+def _placement(p: Placement, env: dict[str, str] | None, topology: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "rank": p.rank,
+        "node_rank": p.node_rank,
+        "node_id": p.node_id,
+        "placement_node_rank": p.placement_node_rank,
+        "local_rank": p.local_rank,
+        "local_world_size": p.local_world_size,
+        "hardware_ranks": list(p.hardware_ranks),
+        "visible_accelerators": list(p.visible_accelerators),
+        "local_accelerator_rank": p.local_accelerator_rank,
+        "accelerator_type": p.accelerator_type,
+        "node_group": p.node_group,
+        "isolate_accelerator": p.isolate_accelerator,
+    }
+    if topology:
+        out["link"], out["numa_node"], out["cpus"] = p.link, p.numa_node, p.cpus
+    out["env"] = env
+    return out
 
 
 def render_json(plan: Plan, *, indent: int | None = 2) -> str:

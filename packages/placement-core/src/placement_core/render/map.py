@@ -2,22 +2,38 @@
 
 Each cell lists the processes on one accelerator as ``<code><ranks>`` (``ac0-1`` = ranks
 0 and 1 of the component coded ``ac``), joined by ``+`` when components share it, so
-colocation is visible at a glance. Whole-node processes and hardware devices (robots) are
-summarised per node in the last column. Runs of consecutive nodes with the same layout
-are folded into their first and last node, and the map stops after ``max_nodes`` rows.
+colocation is visible at a glance. With node snapshots, a ``!`` after a cell's ranks
+marks processes whose accelerators meet only across sockets (link ``SYS``). Whole-node
+processes and hardware devices (robots) are summarised per node in the last column. Runs
+of consecutive nodes with the same layout are folded into their first and last node, and
+the map stops after ``max_nodes`` rows.
 """
 
 from __future__ import annotations
 
 from placement_core._plan import NodeOccupancy, Plan
 from placement_core.inventory import Node
+from placement_core.topology import crosses_socket, inventory_has_topology
 
-from ._grid import Fold, component_codes, device_name, fold_nodes, occupants_label
+from ._grid import CROSSING, Fold, component_codes, device_name, fold_nodes, occupants_label
 from ._text import HardwareNumbers, align, hardware_numbers, node_kind, summary, warnings_block
 
 __all__ = ["component_codes", "render_map"]
 
 FREE = "."
+Marked = frozenset[tuple[str, int]]
+
+
+def _crossing(plan: Plan) -> Marked:
+    """The ``(component, rank)`` of every process whose accelerators meet across sockets."""
+    if not inventory_has_topology(plan.inventory):
+        return frozenset()
+    return frozenset(
+        (name, p.rank)
+        for name, placements in plan.components.items()
+        for p in placements
+        if crosses_socket(p.link)
+    )
 
 
 def _extras(occupancy: NodeOccupancy, codes: dict[str, str], numbers: HardwareNumbers) -> str:
@@ -45,6 +61,7 @@ def render_map(plan: Plan, *, max_nodes: int = 64) -> str:
     codes = component_codes(names)
     occupancy = plan.occupancy()
     numbers = hardware_numbers(plan)
+    marked = _crossing(plan)
     nodes = plan.inventory.nodes
     width = max((len(node.accelerators) for node in nodes), default=0)
     header = ("NODE", "ACCELERATORS", *(str(i) for i in range(width)), "NODE-LEVEL / HARDWARE")
@@ -55,8 +72,8 @@ def render_map(plan: Plan, *, max_nodes: int = 64) -> str:
         if isinstance(item, Fold):
             notes.append((len(rows) - 1, item.text))
         else:
-            rows.append(_row(nodes[item], occupancy[item], width, codes, numbers))
-    lines = [f"map: {summary(plan)}", _legend(codes), ""]
+            rows.append(_row(nodes[item], occupancy[item], width, codes, numbers, marked))
+    lines = [f"map: {summary(plan)}", _legend(codes, bool(marked)), ""]
     aligned = align(rows)
     for index, line in enumerate(aligned):
         lines.append(line)
@@ -69,9 +86,12 @@ def render_map(plan: Plan, *, max_nodes: int = 64) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _legend(codes: dict[str, str]) -> str:
+def _legend(codes: dict[str, str], crossing: bool) -> str:
     pairs = "  ".join(f"{code}={name}" for name, code in codes.items())
-    return f"legend: {pairs}  ('+' joins components sharing a device, '{FREE}' is free)"
+    legend = f"legend: {pairs}  ('+' joins components sharing a device, '{FREE}' is free"
+    if crossing:
+        legend += f", '{CROSSING}' marks processes whose accelerators meet across sockets"
+    return legend + ")"
 
 
 def _row(
@@ -80,9 +100,10 @@ def _row(
     width: int,
     codes: dict[str, str],
     numbers: HardwareNumbers,
+    marked: Marked,
 ) -> tuple[str, ...]:
     cells = [
-        occupants_label(occupancy.accelerators.get(a.index, ()), codes) or FREE
+        occupants_label(occupancy.accelerators.get(a.index, ()), codes, marked) or FREE
         for a in node.accelerators
     ]
     cells += [""] * (width - len(cells))

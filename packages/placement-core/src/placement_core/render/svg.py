@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from placement_core._plan import NodeOccupancy, Occupant, Plan
-from placement_core.env import HARDWARE_TYPE_ENV, VISIBILITY_ENV_VARS
+from placement_core.env import CPU_AFFINITY_ENV, HARDWARE_TYPE_ENV, VISIBILITY_ENV_VARS
 from placement_core.inventory import Accelerator, Node
 from placement_core.ranks import format_rank_list
 
@@ -504,9 +504,12 @@ class PlanPicture:
             env.append(f"{visibility.env_var}={visibility.value(p.visible_accelerators)}")
         if p.hardware_type is not None:
             env.append(f"{HARDWARE_TYPE_ENV}={p.hardware_type}")
+        if p.cpus is not None:
+            env.append(f"{CPU_AFFINITY_ENV}={p.cpus}")
         where = ""
         if p.hardware_type is None and len(p.hardware_ranks) > 1:
-            where = f" (accelerators {','.join(str(i) for i in p.hardware_ranks)})"
+            link = f"; link {p.link}" if p.link else ""
+            where = f" (accelerators {','.join(str(i) for i in p.hardware_ranks)}{link})"
         return f"{component} rank {rank}{where}: {' '.join(env)}"
 
 

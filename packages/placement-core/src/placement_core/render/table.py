@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from placement_core._plan import Plan
-from placement_core.ranks import format_rank_list
+from placement_core.ranks import format_rank_list, parse_rank_list
 from placement_core.records import Placement
+from placement_core.topology import inventory_has_topology
 
 from ._text import HardwareNumbers, align, hardware_numbers, ranks, summary, warnings_block
 
 __all__ = ["render_table"]
 
 HEADER = ("RANK", "NODE", "RESOURCES", "VISIBLE", "LOCAL", "LOCAL_RANK", "GROUP")
+#: Extra columns when the inventory carries topology (node snapshots).
+TOPOLOGY_HEADER = ("LINK", "NUMA", "CPUS")
 
 
 def render_table(plan: Plan, *, fold: bool = True) -> str:
@@ -31,7 +34,13 @@ def render_table(plan: Plan, *, fold: bool = True) -> str:
             the same resources (100 agents on one node: ``LOCAL 0-99/100``) and
             processes on successive equal blocks of resources (``0-7 (1 each)``; VISIBLE
             ``own`` when each process sees only its own). False lists every process.
+
+    When the inventory carries topology (node snapshots), three more columns give each
+    process's worst accelerator link, its NUMA node and its CPUs (for a folded row, the
+    CPUs its processes split between them); rows fold only over equal links and NUMA
+    nodes.
     """
+    topology = inventory_has_topology(plan.inventory)
     lines = [f"plan: {summary(plan)}"]
     numbers = hardware_numbers(plan)
     for name, placements in plan.components.items():
@@ -42,7 +51,8 @@ def render_table(plan: Plan, *, fold: bool = True) -> str:
             f"(placement {rule.placement!r}"
             + (f", stride {rule.stride})" if rule.stride > 1 else ")"),
         ]
-        rows = [HEADER, *(_row(run, numbers) for run in _runs(placements, fold))]
+        header = HEADER + TOPOLOGY_HEADER if topology else HEADER
+        rows = [header, *(_row(run, numbers, topology) for run in _runs(placements, fold))]
         lines += align(rows, indent="  ")
     lines += warnings_block(plan)
     return "\n".join(lines) + "\n"
@@ -92,25 +102,25 @@ def _next_block(a: Placement, b: Placement) -> bool:
     return own or a.visible_accelerators == b.visible_accelerators
 
 
+def _same_topology(a: Placement, b: Placement) -> bool:
+    return a.link == b.link and a.numa_node == b.numa_node
+
+
+def _continues(run: list[Placement], placement: Placement) -> bool:
+    if len(run) == 1:
+        return _same_slot(run[-1], placement) or _next_block(run[-1], placement)
+    if run[0].hardware_ranks == run[1].hardware_ranks:
+        return _same_slot(run[-1], placement)
+    return _next_block(run[-1], placement)
+
+
 def _runs(placements: Sequence[Placement], fold: bool) -> Iterator[list[Placement]]:
     """Runs of consecutive ranks that one row can describe."""
     if not placements:
         return
     run = [placements[0]]
     for placement in placements[1:]:
-        if (
-            fold
-            and len(run) == 1
-            and (_same_slot(run[-1], placement) or _next_block(run[-1], placement))
-        ) or (
-            fold
-            and len(run) > 1
-            and (
-                _same_slot(run[-1], placement)
-                if run[0].hardware_ranks == run[1].hardware_ranks
-                else _next_block(run[-1], placement)
-            )
-        ):
+        if fold and _same_topology(run[-1], placement) and _continues(run, placement):
             run.append(placement)
         else:
             yield run
@@ -128,7 +138,7 @@ def _numbered(placement: Placement, numbers: HardwareNumbers) -> tuple[int, ...]
     return tuple(numbers[placement.node_rank, kind, i] for i in placement.hardware_ranks)
 
 
-def _row(run: list[Placement], numbers: HardwareNumbers) -> tuple[str, ...]:
+def _row(run: list[Placement], numbers: HardwareNumbers, topology: bool) -> tuple[str, ...]:
     first, last = run[0], run[-1]
     resources, visible = _resources(first, numbers), ranks(first.visible_accelerators)
     if len(run) > 1 and first.hardware_ranks != last.hardware_ranks:
@@ -136,7 +146,7 @@ def _row(run: list[Placement], numbers: HardwareNumbers) -> tuple[str, ...]:
         resources = f"{_resources_span(first, last, numbers)} ({each} each)"
         if first.visible_accelerators == first.hardware_ranks:
             visible = "own"
-    return (
+    row = (
         _span(first.rank, last.rank),
         str(first.node_rank),
         resources,
@@ -144,6 +154,15 @@ def _row(run: list[Placement], numbers: HardwareNumbers) -> tuple[str, ...]:
         f"{_span(first.local_rank, last.local_rank)}/{first.local_world_size}",
         format_rank_list(sorted({p.device_index for p in run})),
         first.node_group,
+    )
+    if not topology:
+        return row
+    cpus = sorted({c for p in run if p.cpus for c in parse_rank_list(p.cpus)})
+    return (
+        *row,
+        first.link or "-",
+        "-" if first.numa_node is None else str(first.numa_node),
+        format_rank_list(cpus) or "-",
     )
 
 
