@@ -18,6 +18,7 @@ kept and replayed by ``__reduce__``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
@@ -73,15 +74,29 @@ def _rebuild(cls: type[_E], state: dict[str, Any]) -> _E:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One broken rule in a config: where, what value, and what was expected."""
+    """One broken rule in a config: where, what value, and what was expected.
+
+    ``str()`` appends ``(got VALUE)`` unless the message already shows the value, so a
+    message that names it (``'gpu' is not a defined node group``) does not repeat it.
+    """
 
     path: str
     message: str
     value: Any = None
 
     def __str__(self) -> str:
-        got = "" if self.value is None else f" (got {shown(self.value)})"
+        got = "" if _named_in(self.value, self.message) else f" (got {shown(self.value)})"
         return f"{self.path}: {self.message}{got}"
+
+
+def _named_in(value: Any, message: str) -> bool:
+    """Whether the message already shows the value (or there is none), so it is not repeated."""
+    if value is None:
+        return True
+    shown = value if isinstance(value, str) else repr(value)
+    if not shown.strip():
+        return False
+    return re.search(rf"(?<![\w.-]){re.escape(shown)}(?![\w.-])", message) is not None
 
 
 class ConfigError(PlacementError, ValueError):
