@@ -13,7 +13,7 @@ def test_a_value_the_message_quotes_is_not_repeated() -> None:
     assert str(problem) == "cluster.x.node_group: 'gpu' is not a defined node group"
 
 
-def test_a_value_the_message_names_bare_is_not_repeated() -> None:
+def test_a_value_opening_the_message_is_not_repeated() -> None:
     problem = Problem("p", "RANK is a reserved variable that env_vars may not set", "RANK")
     assert str(problem) == "p: RANK is a reserved variable that env_vars may not set"
 
@@ -52,3 +52,8 @@ def test_config_errors_never_print_the_value_twice(cluster: dict[str, object]) -
     for problem in caught.value.problems:
         shown_in_message = repr(problem.value) in problem.message
         assert not (shown_in_message and str(problem).endswith(f"(got {problem.value!r})"))
+
+
+def test_a_word_of_the_message_is_not_the_value_shown() -> None:
+    problem = Problem("p", "expected true or false (yes/no/on/off are text in YAML 1.2)", "yes")
+    assert str(problem).endswith("(got 'yes')")

@@ -90,13 +90,18 @@ class Problem:
 
 
 def _named_in(value: Any, message: str) -> bool:
-    """Whether the message already shows the value (or there is none), so it is not repeated."""
+    """Whether the message already shows the value (or there is none), so it is not repeated.
+
+    A text value is shown when the message quotes it (``'gpu' is not ...``) or opens with
+    it (``RANK is a reserved variable ...``); a word that merely occurs in the message
+    (``yes`` in ``yes/no/on/off are text``) is not the value shown. Other values are
+    shown when their ``repr`` stands as a token of its own.
+    """
     if value is None:
         return True
-    shown = value if isinstance(value, str) else repr(value)
-    if not shown.strip():
-        return False
-    return re.search(rf"(?<![\w.-]){re.escape(shown)}(?![\w.-])", message) is not None
+    if isinstance(value, str):
+        return bool(value.strip()) and (repr(value) in message or message.startswith(f"{value} "))
+    return re.search(rf"(?<![\w.-]){re.escape(repr(value))}(?![\w.-])", message) is not None
 
 
 class ConfigError(PlacementError, ValueError):
