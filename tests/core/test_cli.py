@@ -252,11 +252,13 @@ def test_single_problem_names_file_and_line(
 def test_validate_prints_warnings_to_stderr(
     run: Run, write_file: Callable[[str, str], Path]
 ) -> None:
-    path = write_file("c.yaml", "cluster:\n  num_nodes: 1\n  component_placement: {a: 0, b: 0}\n")
-    status, out, err = run("validate", str(path), "-a", "1")
+    path = write_file(
+        "c.yaml", "cluster:\n  num_nodes: 1\n  component_placement: {a: '0-3:0-1', b: '1-2:0'}\n"
+    )
+    status, out, err = run("validate", str(path), "-a", "4")
     assert status == 0
     assert out == (
-        f"{path}: valid (1 node, 0 node groups, 2 components; 2 processes planned, 1 warning)\n"
+        f"{path}: valid (1 node, 0 node groups, 2 components; 3 processes planned, 1 warning)\n"
     )
     assert err.startswith("placement: warning: ")
 
@@ -379,3 +381,75 @@ def test_module_entry_point() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "valid" in result.stdout
+
+
+# --- RLinf jobs ---------------------------------------------------------------------------------
+
+REASONING_JOB = """\
+cluster:
+  num_nodes: 1
+  auto_scheduler: false
+  tracer: {enable: false}
+  component_placement:
+    actor,rollout,reward: all
+actor:
+  model: {tensor_model_parallel_size: 4}
+rollout:
+  tensor_parallel_size: 2
+"""
+
+
+def test_validate_names_rlinfs_own_keys_once(
+    run: Run, write_file: Callable[[str, str], Path]
+) -> None:
+    path = write_file("job.yaml", REASONING_JOB)
+    status, out, _ = run("validate", str(path), "-a", "8", "--model-parallel")
+    assert status == 0
+    assert out.splitlines()[0] == (
+        f"{path}: note: cluster.auto_scheduler, cluster.tracer: used by RLinf, ignored by placement"
+    )
+    assert out.count("used by RLinf") == 1
+
+
+def test_plan_model_parallel_plans_what_rlinf_launches(
+    run: Run, write_file: Callable[[str, str], Path]
+) -> None:
+    path = write_file("job.yaml", REASONING_JOB)
+    status, out, err = run("plan", str(path), "-a", "8", "--model-parallel", "-f", "json")
+    assert status == 0
+    assert err == (
+        "placement: model-parallel job in collocated mode: actor, rollout, reward derived "
+        "from the parallel sizes as RLinf does\n"
+    )
+    rollout = json.loads(out)["components"]["rollout"]
+    assert [p["hardware_ranks"] for p in rollout] == [[0, 2], [1, 3], [4, 6], [5, 7]]
+
+
+def test_plan_without_the_flag_notes_a_model_parallel_job(
+    run: Run, write_file: Callable[[str, str], Path]
+) -> None:
+    path = write_file("job.yaml", REASONING_JOB)
+    status, out, err = run("plan", str(path), "-a", "8")
+    assert status == 0
+    assert err == (
+        f"placement: note: {path} has actor.model and rollout sections; RLinf's reasoning and "
+        "agent jobs derive actor, rollout, inference, critic and reward from their parallel "
+        "sizes instead of these rules: add --model-parallel to plan what RLinf launches\n"
+    )
+    assert "rollout: 8 processes" in out
+
+
+def test_a_plain_cluster_config_gets_no_note(run: Run) -> None:
+    _, _, err = run("plan", str(EXAMPLES / "colocated_strided.yaml"))
+    assert err == ""
+
+
+def test_model_parallel_errors_name_the_key(
+    run: Run, write_file: Callable[[str, str], Path]
+) -> None:
+    path = write_file(
+        "job.yaml", REASONING_JOB.replace("tensor_parallel_size: 2", "tensor_parallel_size: 3")
+    )
+    status, _, err = run("validate", str(path), "-a", "8", "--model-parallel")
+    assert status == 1
+    assert err.startswith(f"placement: error: {path}:10: rollout.tensor_parallel_size: must divide")

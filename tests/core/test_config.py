@@ -288,6 +288,7 @@ def test_json_schema_describes_the_yaml() -> None:
         "component_placement",
         "node_groups",
         "inventory",
+        *RLINF_ONLY,
     }
     rule = defs["ComponentRule"]["properties"]
     assert "key" not in rule
@@ -338,3 +339,71 @@ def test_examples_satisfy_the_json_schema(examples: Path) -> None:
 def test_a_path_that_does_not_exist_reads_as_text() -> None:
     with pytest.raises(ConfigError, match="if it is a file path: no such file"):
         load_config("configs/cluster")
+
+
+# --- RLinf's own cluster keys ------------------------------------------------------------------
+
+RLINF_ONLY = {
+    "auto_scheduler": True,
+    "use_pre_process_policy": True,
+    "use_wait_before_last_iter_policy": False,
+    "recreate_nccl_groups": True,
+    "rollout_use_all_gpus": False,
+    "net_emulation": {"enable": False},
+    "tracer": {"enable": True, "port": 8265},
+    "profiling": {"steps": [1, 2]},
+    "num_gpus_per_node": 8,
+}
+
+
+def test_rlinfs_own_cluster_keys_are_accepted_and_named() -> None:
+    config = load_config(
+        {"cluster": {"num_nodes": 1, "component_placement": {"actor": "0-7"}, **RLINF_ONLY}}
+    )
+    assert config.ignored_keys == tuple(RLINF_ONLY)
+    assert list(config.components()) == ["actor"]
+
+
+def test_a_key_neither_knows_is_still_an_error_with_did_you_mean() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config({"cluster": {"num_nodes": 1, "component_placement": {"a": 0}, "tracr": {}}})
+    assert str(caught.value) == (
+        "cluster.tracr: unknown key; allowed keys: num_nodes, component_placement, "
+        "node_groups, inventory (did you mean 'tracer'?)"
+    )
+
+
+def test_rlinf_keys_do_not_hide_other_problems() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config({"cluster": {"num_nodes": 0, "component_placement": {"a": 0}, "tracer": {}}})
+    assert [p.path for p in caught.value.problems] == ["cluster.num_nodes"]
+
+
+def test_the_schema_accepts_rlinf_keys() -> None:
+    properties = config_json_schema()["$defs"]["ClusterConfig"]["properties"]
+    assert properties["auto_scheduler"] == {"description": "used by RLinf, ignored by placement"}
+
+
+def test_references_in_the_cluster_section_are_resolved_against_the_job() -> None:
+    config = load_config(
+        {
+            "cluster": {"num_nodes": "${runner.nodes}", "component_placement": {"a": "${p}"}},
+            "runner": {"nodes": 2},
+            "p": "0-1",
+        }
+    )
+    assert (config.num_nodes, config.components()["a"].placement) == (2, "0-1")
+
+
+def test_a_resolver_in_an_rlinf_only_key_is_left_alone() -> None:
+    document = cluster(tracer={"dir": "${oc.env:HOME}"})
+    assert load_config(document).ignored_keys == ("tracer",)
+
+
+def test_an_unresolvable_reference_names_its_key() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(cluster(num_nodes="${runner.nodes}"))
+    assert str(caught.value) == (
+        "cluster.num_nodes: cannot resolve '${runner.nodes}': the job document has no key "
+        "runner.nodes"
+    )

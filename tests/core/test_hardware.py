@@ -89,7 +89,10 @@ def test_registered_type_validates_its_own_fields(gripper: type[Gripper]) -> Non
 
 def test_unregistered_type_is_rejected_in_configs() -> None:
     hardware = {"type": "Gripper", "configs": [{"node_rank": 0, "port": "x"}]}
-    with pytest.raises(ConfigError, match="unknown hardware type; registered types: Franka"):
+    with pytest.raises(
+        ConfigError,
+        match="unknown hardware type; registered types: ADB, DOSW1, DualFranka, Franka, GimArm",
+    ):
         load_config(config_with(hardware))
 
 

@@ -199,17 +199,35 @@ def test_multi_group_list_places_across_groups() -> None:
 # --- sharing warnings ----------------------------------------------------------------------
 
 
-def test_undeclared_sharing_is_a_warning() -> None:
-    result = plan(cluster(1, {"actor": "0-3", "critic": "2-5"}), Inventory.uniform(1, 8))
-    (warning,) = result.warnings
-    assert "'actor'" in warning
-    assert "'critic'" in warning
-    assert "2 accelerator(s) (node 0 accelerators 2-3)" in warning
+def test_sharing_with_separate_keys_is_not_a_warning() -> None:
+    # RLinf's time-shared colocation: `actor: all` next to `rollout: 0-1`.
+    result = plan(cluster(1, {"actor": "all", "rollout": "0-1"}), Inventory.uniform(1, 8))
+    assert result.warnings == ()
+
+
+def test_sharing_lists_the_components_each_one_shares_with() -> None:
+    raw = cluster(1, {"actor": "0-3", "critic": "2-5", "reward": "6-7"})
+    result = plan(raw, Inventory.uniform(1, 8))
+    assert dict(result.sharing()) == {"actor": ("critic",), "critic": ("actor",), "reward": ()}
+
+
+def test_a_process_inside_another_components_process_is_not_a_warning() -> None:
+    # A strided 2-GPU rollout engine inside a 4-GPU trainer group.
+    raw = cluster(1, {"actor": "0-7:0-1", "rollout": {"placement": "0-7:0-3", "stride": 2}})
+    assert plan(raw, Inventory.uniform(1, 8)).warnings == ()
+
+
+def test_partly_overlapping_processes_are_a_warning() -> None:
+    # 2-GPU engines on 1-2 and 5-6 straddle the 2-GPU actor groups 0-1 / 2-3 and 4-5 / 6-7.
+    raw = cluster(1, {"actor": "0-7:0-3", "rollout": "1-2:0,5-6:1"})
+    (warning,) = plan(raw, Inventory.uniform(1, 8)).warnings
+    assert "'actor' and 'rollout' have processes whose accelerators partly overlap" in warning
+    assert "(node 0 accelerators 0-1 and node 0 accelerators 1-2)" in warning
 
 
 def test_colocate_declares_a_share() -> None:
-    raw = cluster(1, {"actor": "0-3", "critic": "2-5"})
-    assert plan(raw, Inventory.uniform(1, 8), colocate=[("actor", "critic")]).warnings == ()
+    raw = cluster(1, {"actor": "0-7:0-3", "rollout": "1-2:0,5-6:1"})
+    assert plan(raw, Inventory.uniform(1, 8), colocate=[("actor", "rollout")]).warnings == ()
 
 
 def test_disjoint_components_give_no_warning() -> None:
@@ -274,7 +292,7 @@ def test_sharing_a_robot_is_a_warning() -> None:
     )
     result = plan(raw, Inventory.uniform(1, 0))
     (warning,) = result.warnings
-    assert "share 1 hardware device(s) (first: Franka 0 on node 0)" in warning
+    assert "both drive 1 hardware device(s) (first: Franka 0 on node 0)" in warning
     assert result.occupancy()[0].hardware[("Franka", 0)] == (("env", 0), ("monitor", 0))
 
 

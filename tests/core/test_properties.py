@@ -255,7 +255,7 @@ def test_node_space_shares_processes_evenly(nodes: int, used: int, per_node: int
 
 @SETTINGS
 @given(st.integers(1, 4), st.integers(1, 8), st.data())
-def test_plan_warns_exactly_when_two_keys_share_an_accelerator(
+def test_one_gpu_processes_sharing_accelerators_never_warn(
     nodes: int, gpus: int, data: st.DataObject
 ) -> None:
     size = nodes * gpus
@@ -276,7 +276,8 @@ def test_plan_warns_exactly_when_two_keys_share_an_accelerator(
     result = plan(raw, Inventory.uniform(nodes, gpus))
     assert [p.rank for p in result.components["b"]] == list(range(a_hi - a_lo + 1))
     overlap = max(0, min(a_hi, b_hi) - max(a_lo, b_lo) + 1)
-    assert len(result.warnings) == (1 if overlap else 0)
+    assert result.warnings == ()
+    assert result.sharing()["b"] == (("c",) if overlap else ())
     occupancy = result.occupancy()
     shared = sum(len(node.shared_accelerators) for node in occupancy.nodes)
     assert shared == overlap

@@ -33,6 +33,7 @@ PLACEMENT_KEYS = [
     "accelerator_type",
     "node_group",
     "isolate_accelerator",
+    "interpreter",
     "env",
 ]
 
@@ -120,11 +121,19 @@ def test_json_is_valid_json_for_warnings() -> None:
         {
             "cluster": {
                 "num_nodes": 1,
-                "component_placement": {"a": "0-1", "b": "0-1"},
-                "inventory": [{"node_ranks": 0, "accelerators": {"count": 2}}],
+                "component_placement": {"a": "0-3:0-1", "b": "1-2:0"},
+                "inventory": [{"node_ranks": 0, "accelerators": {"count": 4}}],
             }
         }
     )
     document = json.loads(render_json(result))
     assert document["warnings"] == list(result.warnings)
     assert document["warnings"]
+
+
+def test_json_gives_each_placement_its_interpreter() -> None:
+    result = example("heterogeneous")
+    document = plan_to_dict(result)
+    actor, rollout = document["components"]["actor"][0], document["components"]["rollout"][0]
+    assert actor["interpreter"] == result.interpreter("actor", 0) == "/opt/venv/openpi/bin/python3"
+    assert rollout["interpreter"] is None

@@ -132,7 +132,7 @@ def test_expanded_table_lists_every_process() -> None:
 
 
 def test_table_prints_warnings() -> None:
-    result = plan(config(1, {"a": "0-1", "b": "0-1"}), Inventory.uniform(1, 2))
+    result = plan(config(1, {"a": "0-3:0-1", "b": "1-2:0"}), Inventory.uniform(1, 4))
     assert result.warnings
     assert f"warning: {result.warnings[0]}" in render_table(result)
 
@@ -180,3 +180,24 @@ def test_robots_are_numbered_as_their_group_counts_them() -> None:
         ["Franka", "#2"],
     ]
     assert "Franka #1: e1; Franka #2: e2" in render_map(result)
+
+
+def test_table_names_the_components_sharing_resources() -> None:
+    table = render_table(
+        plan(config(1, {"actor": "all", "rollout": "0-1"}), Inventory.uniform(1, 8))
+    )
+    assert (
+        "actor: 8 processes on cluster (placement 'all')\n"
+        "  shares resources with rollout (time-shared)\n" in table
+    )
+    assert (
+        "rollout: 2 processes on cluster (placement '0-1')\n"
+        "  shares resources with actor (time-shared)\n" in table
+    )
+
+
+def test_table_says_nothing_of_sharing_for_disjoint_components() -> None:
+    table = render_table(
+        plan(config(1, {"actor": "0-3", "rollout": "4-7"}), Inventory.uniform(1, 8))
+    )
+    assert "shares" not in table

@@ -48,8 +48,15 @@ from .errors import (
     PlacementSyntaxError,
     Problem,
 )
-from .hardware import FrankaConfig, HardwareConfig, register_hardware, registered_hardware
+from .hardware import (
+    FrankaConfig,
+    HardwareConfig,
+    fill_from_node,
+    register_hardware,
+    registered_hardware,
+)
 from .inventory import Accelerator, AcceleratorProcess, HardwareDevice, Inventory, Node
+from .model_parallel import ModelParallelLayout, derive_model_parallel, plan_model_parallel
 from .ranks import format_rank_list, parse_rank_list
 from .records import Placement
 from .rules import parse_rule
@@ -80,6 +87,7 @@ __all__ = [
     "Inventory",
     "InventoryEntry",
     "InventoryError",
+    "ModelParallelLayout",
     "Node",
     "NodeGroup",
     "NodeOccupancy",
@@ -96,6 +104,8 @@ __all__ = [
     "build_space",
     "busy_accelerators",
     "config_json_schema",
+    "derive_model_parallel",
+    "fill_from_node",
     "flexible",
     "format_rank_list",
     "hardware_env",
@@ -109,6 +119,7 @@ __all__ = [
     "parse_rule",
     "plan",
     "plan_from_assignments",
+    "plan_model_parallel",
     "register_hardware",
     "registered_hardware",
     "shared_ranks",

@@ -168,10 +168,16 @@ def _check_ranges(facts: ConfigFacts) -> Iterable[Issue]:
                 where = f".node_groups[{g}].env_configs[{e}].node_ranks"
                 yield where, message(bad), format_rank_list(env.node_ranks)
         for c, hw in enumerate(group.hardware.configs if group.hardware is not None else ()):
-            controller = getattr(hw, "controller_node_rank", None)
-            if isinstance(controller, int) and controller >= n:
-                where = f".node_groups[{g}].hardware.configs[{c}].controller_node_rank"
-                yield where, message([controller]), controller
+            # controller_node_rank, left_controller_node_rank, ...: nodes the device uses.
+            for field in type(hw).model_fields if hw is not None else ():
+                controller = getattr(hw, field)
+                if (
+                    field.endswith("controller_node_rank")
+                    and isinstance(controller, int)
+                    and controller >= n
+                ):
+                    where = f".node_groups[{g}].hardware.configs[{c}].{field}"
+                    yield where, message([controller]), controller
     for i, ranks in enumerate(facts.inventory):
         if ranks is not None and (bad := [r for r in ranks if r >= n]):
             yield f".inventory[{i}].node_ranks", message(bad), format_rank_list(ranks)

@@ -18,11 +18,13 @@ from pydantic import ValidationError
 
 from ._checks import cross_check
 from ._fields import ALL_UNRESOLVED, RANK_BUDGET, RANKS_SPENT
+from ._interpolate import JobDocument
 from ._limits import MAX_EXPANDED_RANKS
 from ._models import ClusterConfig
 from ._problems import problems_from_validation_error
 from ._raw_facts import raw_facts
 from ._shown import shown
+from ._vocab import RLINF_CLUSTER_KEYS
 from ._vocab import ROOT_KEY as ROOT
 from ._yamlio import plain, read_document
 from .errors import ConfigError, Problem
@@ -86,6 +88,18 @@ def _check_source(source: object) -> None:
     )
 
 
+def _resolved(document: JobDocument, section: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The section with its ``${a.b}`` references resolved against the whole job.
+
+    RLinf's own keys are left as written: placement ignores them, so a reference there
+    that only OmegaConf can resolve (``${oc.env:...}``) is not an error.
+    """
+    return {
+        key: value if key in RLINF_CLUSTER_KEYS else document.get(f"{ROOT}.{key}")
+        for key, value in section.items()
+    }
+
+
 def load_config(
     source: str | os.PathLike[str] | Mapping[str, Any] | ClusterConfig,
 ) -> ClusterConfig:
@@ -95,8 +109,9 @@ def load_config(
         source: A path to a YAML file, YAML text, a mapping (e.g. a Hydra/OmegaConf
             config) or an already built :class:`ClusterConfig` (returned as is). The
             document has a top-level ``cluster:`` key (other top-level keys belong to the
-            rest of the job's config and are left alone); a mapping that is the cluster
-            section itself is accepted too.
+            rest of the job's config and are left alone, except that simple ``${a.b}``
+            references in the section are resolved against them); a mapping that is the
+            cluster section itself is accepted too.
 
     Returns:
         The frozen, checked config.
@@ -115,6 +130,8 @@ def load_config(
     else:
         document, name = read_document(source)
     section = _cluster_section(document, name)
+    if isinstance(document, Mapping) and ROOT in document:
+        section = _resolved(JobDocument(document), section)
     num_nodes = section.get("num_nodes")
     # num_nodes: None tells node_ranks that `all` has no set to expand to, for now.
     context: dict[str, Any] = {

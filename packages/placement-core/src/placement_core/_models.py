@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     PrivateAttr,
     ValidationError,
     ValidationInfo,
@@ -45,7 +46,7 @@ from ._fields import (
 )
 from ._problems import Issues, did_you_mean, issue, issues_from
 from ._scalars import is_int
-from ._vocab import RESERVED_LABELS, AcceleratorType, TopologyMode
+from ._vocab import RESERVED_LABELS, RLINF_CLUSTER_KEYS, AcceleratorType, TopologyMode
 from .errors import PlacementRuleError
 from .hardware import HardwareConfig, hardware_model, registered_hardware
 from .inventory import MAX_ACCELERATORS_PER_NODE, MAX_NODES
@@ -257,9 +258,21 @@ class ClusterConfig(_Model):
     inventory: tuple[InventoryEntry, ...] = ()
 
     _components: dict[str, ComponentRule] | None = PrivateAttr(default=None)
+    _ignored_keys: tuple[str, ...] = PrivateAttr(default=())
     _environments: dict[str, dict[int, tuple[str | None, dict[str, str]]]] = PrivateAttr(
         default_factory=dict
     )
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _rlinf_keys(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        # RLinf's own cluster settings are accepted and set aside, so that any other
+        # unknown key is still an error.
+        if not isinstance(data, Mapping) or not any(k in RLINF_CLUSTER_KEYS for k in data):
+            return handler(data)
+        config = handler({k: v for k, v in data.items() if k not in RLINF_CLUSTER_KEYS})
+        config._ignored_keys = tuple(k for k in data if k in RLINF_CLUSTER_KEYS)
+        return config
 
     @model_validator(mode="before")
     @classmethod
@@ -293,6 +306,15 @@ class ClusterConfig(_Model):
         return self.__dict__ == other.__dict__
 
     __hash__ = None  # type: ignore[assignment]  # component_placement is a dict
+
+    @property
+    def ignored_keys(self) -> tuple[str, ...]:
+        """Keys of the section used by RLinf and ignored by placement, in document order.
+
+        RLinf's scheduler, tracing and communication settings (``auto_scheduler``,
+        ``use_pre_process_policy``, ``tracer``, ``net_emulation``, ...).
+        """
+        return self._ignored_keys
 
     def components(self) -> dict[str, ComponentRule]:
         """One entry per component name, in config order (``actor,inference`` gives two)."""

@@ -4,13 +4,21 @@
 space of its node group(s) and builds the placement records. Worker environments and the
 occupancy view are computed on demand, so planning a million processes stays fast.
 
-Sharing an accelerator between components is allowed but must be declared, else the
-plan carries a warning. A share is declared when the components
+Components may share accelerators: ``actor: all`` next to ``rollout: 0-1`` is the normal
+time-shared colocation of RL frameworks (RLinf offloads one while the other runs), so it
+is shown (:meth:`Plan.sharing`, the table's ``shares ... with`` line, ``+`` in the map)
+but never warned about. The plan warns only about what is likely a mistake:
 
-- come from one ``component_placement`` key (``actor,inference: 0-7``);
-- include a rule with ``stride > 1`` (a strided rollout exists to sit on a trainer's
-  accelerators, see docs/concepts/strategies.md#packed); or
-- are named together in ``plan(..., colocate=[("actor", "rollout")])``.
+- two processes of different components whose accelerator sets **partly** overlap, each
+  holding accelerators the other does not (a 2-GPU engine on ``1-2`` across two 2-GPU
+  groups on ``0-1`` and ``2-3``): one parallel group then straddles two of the other's,
+  which is usually an off-by-one in a range. One set inside the other (a strided rollout
+  engine inside a trainer's tensor-parallel group, one-GPU processes under a multi-GPU
+  one) is fine;
+- a hardware device (a robot arm) driven by two components.
+
+Neither is reported for components under one key (``actor,inference: 0-7``) or named
+together in ``plan(..., colocate=[("actor", "rollout")])``.
 """
 
 from __future__ import annotations
@@ -132,7 +140,7 @@ class Plan:
         >>> from placement_core import Inventory
         >>> plan({"cluster": {"num_nodes": 2, "component_placement": {
         ...     "actor": "0-15", "rollout": "0-15:0-3"}}}, Inventory.uniform(2, 8))
-        Plan(nodes=2, accelerators=16, components={'actor': 16, 'rollout': 4}, warnings=1)
+        Plan(nodes=2, accelerators=16, components={'actor': 16, 'rollout': 4}, warnings=0)
         """
         accelerators = sum(len(node.accelerators) for node in self.inventory.nodes)
         counts = {name: len(placements) for name, placements in self.components.items()}
@@ -248,6 +256,31 @@ class Plan:
         if cached is None:
             cached = _occupancy(self)
             self._cache["occupancy"] = cached
+        return cached
+
+    def sharing(self) -> Mapping[str, tuple[str, ...]]:
+        """Per component, the other components on any of its accelerators or devices.
+
+        Components sharing a key (``actor,inference: 0-7``) count too; a component that
+        shares nothing maps to ``()``. In config order; computed once.
+        """
+        cached = self._cache.get("sharing")
+        if cached is None:
+            order = {name: i for i, name in enumerate(self.components)}
+            shared: dict[str, set[str]] = {name: set() for name in self.components}
+            for node in self.occupancy().nodes:
+                for occupants in (*node.accelerators.values(), *node.hardware.values()):
+                    names = {component for component, _ in occupants}
+                    if len(names) > 1:
+                        for name in names:
+                            shared[name] |= names - {name}
+            cached = MappingProxyType(
+                {
+                    name: tuple(sorted(others, key=order.__getitem__))
+                    for name, others in shared.items()
+                }
+            )
+            self._cache["sharing"] = cached
         return cached
 
 
@@ -437,20 +470,40 @@ def _with_topology(
     return entries, placements
 
 
-def _occupied(entries: Sequence[Entry]) -> tuple[set[int], set[tuple[int, str, int]]]:
-    accelerators: set[int] = set()
+def _groups(entries: Sequence[Entry]) -> dict[int, frozenset[int]]:
+    """Per accelerator key, the accelerator set of a multi-accelerator process on it."""
+    groups: dict[int, frozenset[int]] = {}
+    for _, run, ids in entries:
+        if run.kind is not SpaceKind.ACCELERATOR:
+            continue
+        base = run.node_rank * _NODE_FACTOR
+        for group in ids if isinstance(ids, list) else (ids,):
+            if len(group) > 1:
+                keys = frozenset(base + i for i in group)
+                groups.update(dict.fromkeys(keys, keys))
+    return groups
+
+
+def _devices(entries: Sequence[Entry]) -> set[tuple[int, str, int]]:
     hardware: set[tuple[int, str, int]] = set()
     for _, run, ids in entries:
-        groups = ids if isinstance(ids, list) else (ids,)
-        if run.kind is SpaceKind.ACCELERATOR:
-            base = run.node_rank * _NODE_FACTOR
-            for group in groups:
-                accelerators.update(base + i for i in group)
-        elif run.kind is SpaceKind.HARDWARE:
+        if run.kind is SpaceKind.HARDWARE:
             kind = run.resource_type or ""
-            for group in groups:
+            for group in ids if isinstance(ids, list) else (ids,):
                 hardware.update((run.node_rank, kind, i) for i in group)
-    return accelerators, hardware
+    return hardware
+
+
+def _straddle(
+    a: dict[int, frozenset[int]], b: dict[int, frozenset[int]]
+) -> tuple[frozenset[int], frozenset[int]] | None:
+    """A pair of partly overlapping process sets of a and b, if any."""
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    for key, group in small.items():
+        other = large.get(key)
+        if other is not None and not (group <= other or other <= group):
+            return (group, other) if small is a else (other, group)
+    return None
 
 
 def _sharing_warnings(
@@ -458,42 +511,37 @@ def _sharing_warnings(
     colocate: Iterable[Iterable[str]],
 ) -> list[str]:
     declared = [frozenset(group) for group in colocate]
-    # Occupied devices are collected only for pairs that need a check: components on node
-    # spaces occupy no device, and strided or declared pairs may share.
-    cache: dict[int, tuple[set[int], set[tuple[int, str, int]]]] = {}
-
-    def occupied(index: int) -> tuple[set[int], set[tuple[int, str, int]]]:
-        if index not in cache:
-            cache[index] = _occupied(resolved[index][2])
-        return cache[index]
-
+    groups: dict[int, dict[int, frozenset[int]]] = {}
+    devices: dict[int, set[tuple[int, str, int]]] = {}
     warnings: list[str] = []
-    for i, (rule_a, space_a, _) in enumerate(resolved):
+    for i, (rule_a, space_a, entries_a) in enumerate(resolved):
         for j in range(i + 1, len(resolved)):
-            rule_b, space_b, _ = resolved[j]
+            rule_b, space_b, entries_b = resolved[j]
             if space_a.is_node_space or space_b.is_node_space:
-                continue
-            if rule_a.stride > 1 or rule_b.stride > 1:
                 continue
             if any(group & set(rule_a.names) and group & set(rule_b.names) for group in declared):
                 continue
-            acc_a, hw_a = occupied(i)
-            acc_b, hw_b = occupied(j)
-            shared_acc = acc_a & acc_b
-            shared_hw = hw_a & hw_b
-            if shared_acc:
+            for index, entries in ((i, entries_a), (j, entries_b)):
+                if index not in groups:
+                    groups[index] = _groups(entries)
+                    devices[index] = _devices(entries)
+            pair = _straddle(groups[i], groups[j])
+            if pair is not None:
                 warnings.append(
-                    f"components {_names(rule_a)} and {_names(rule_b)} share "
-                    f"{len(shared_acc)} accelerator(s) ({_where(shared_acc)}) without a "
-                    f"declared share; if intended, place them under one key "
-                    f"('{rule_a.key},{rule_b.key}') or pass colocate=[...] to plan()"
+                    f"components {_names(rule_a)} and {_names(rule_b)} have processes whose "
+                    f"accelerators partly overlap ({_where(set(pair[0]))} and "
+                    f"{_where(set(pair[1]))}): each holds accelerators the other does not, "
+                    "usually an off-by-one in a range; if intended, pass colocate=[...] to "
+                    "plan()"
                 )
+            shared_hw = devices[i] & devices[j]
             if shared_hw:
                 first = min(shared_hw)
                 warnings.append(
-                    f"components {_names(rule_a)} and {_names(rule_b)} share "
+                    f"components {_names(rule_a)} and {_names(rule_b)} both drive "
                     f"{len(shared_hw)} hardware device(s) (first: {first[1]} {first[2]} on "
-                    f"node {first[0]}) without a declared share"
+                    f"node {first[0]}); if intended, place them under one key "
+                    f"('{rule_a.key},{rule_b.key}') or pass colocate=[...] to plan()"
                 )
     return warnings
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from ._vocab import RLINF_CLUSTER_KEYS
 from .errors import PlacementError, Problem
 
 __all__ = ["Issues", "did_you_mean", "issue", "issues_from", "problems_from_validation_error"]
@@ -109,7 +110,9 @@ def _message(error: Any, model: type[BaseModel], loc: Sequence[str | int]) -> st
     if kind == "extra_forbidden":
         parent = _model_at(model, loc[:-1])
         allowed = _yaml_keys(parent) if parent is not None else []
-        hint = did_you_mean(str(loc[-1]), allowed)
+        # At the section's top level, RLinf's own keys are accepted too: suggest them.
+        known = [*allowed, *RLINF_CLUSTER_KEYS] if len(loc) == 1 else allowed
+        hint = did_you_mean(str(loc[-1]), known)
         return (
             f"unknown key; allowed keys: {', '.join(allowed)}{hint}" if allowed else "unknown key"
         )

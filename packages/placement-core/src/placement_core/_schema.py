@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._models import ClusterConfig
+from ._vocab import RLINF_CLUSTER_KEYS
 from ._vocab import ROOT_KEY as ROOT
 from .hardware import hardware_model, registered_hardware
 
@@ -37,6 +38,8 @@ def config_json_schema() -> dict[str, Any]:
             ]
         },
     }
+    for key in RLINF_CLUSTER_KEYS:
+        schema["properties"][key] = {"description": "used by RLinf, ignored by placement"}
     for group in ("HardwareSpec",):
         refs = []
         for name in registered_hardware():

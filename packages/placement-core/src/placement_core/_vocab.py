@@ -28,6 +28,7 @@ __all__ = [
     "RANK_ENV_VARS",
     "RESERVED_ENV_VARS",
     "RESERVED_LABELS",
+    "RLINF_CLUSTER_KEYS",
     "ROOT_KEY",
     "TOPOLOGY_MODES",
     "VISIBILITY_ENV_VARS",
@@ -120,3 +121,18 @@ RESERVED_ENV_VARS: frozenset[str] = (
 
 #: The top-level key of a job's YAML that holds the cluster config.
 ROOT_KEY = "cluster"
+
+#: Keys of RLinf's ``cluster:`` section that only RLinf uses (its scheduler, tracing and
+#: communication settings, and the older ``num_gpus_per_node``): a config may carry them,
+#: placement ignores them.
+RLINF_CLUSTER_KEYS: tuple[str, ...] = (
+    "auto_scheduler",
+    "use_pre_process_policy",
+    "use_wait_before_last_iter_policy",
+    "recreate_nccl_groups",
+    "rollout_use_all_gpus",
+    "net_emulation",
+    "tracer",
+    "profiling",
+    "num_gpus_per_node",
+)

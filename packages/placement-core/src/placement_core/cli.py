@@ -4,9 +4,10 @@
 
     placement plan CONFIG [--inventory SNAPSHOT.json ...] [--accelerators-per-node N]
                           [--allow-missing-snapshots] [--format table|map|json|svg|html]
-                          [--expand] [--output FILE] [--max-processes N]
+                          [--expand] [--output FILE] [--max-processes N] [--model-parallel]
     placement validate CONFIG [--inventory ...] [--accelerators-per-node N]
                               [--allow-missing-snapshots] [--max-processes N]
+                              [--model-parallel]
     placement schema
 
 Exit status: 0 on success, 1 when the input is wrong (missing file, YAML syntax, config
@@ -27,14 +28,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from ._interpolate import JobDocument
 from ._limits import MAX_PROBLEMS_SHOWN, MAX_PROCESSES
 from ._plan import Plan, plan
 from ._shown import shown, shown_digits
 from ._version import __version__
-from ._yamlio import file_lines, line_of
+from ._yamlio import file_lines, line_of, read_document
 from .config import ClusterConfig, config_json_schema, load_config
 from .errors import ConfigError, PlacementError
-from .inventory import MAX_ACCELERATORS_PER_NODE
+from .inventory import MAX_ACCELERATORS_PER_NODE, Inventory
+from .model_parallel import derive_model_parallel, load_job, looks_model_parallel
 from .render import render_html, render_json, render_map, render_svg, render_table
 from .render._text import plural
 from .sources import inventory_for
@@ -91,6 +94,14 @@ def _add_inventory_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --inventory: plan nodes that have no snapshot (and no inventory: entry) "
         "as nodes without accelerators instead of failing",
+    )
+    parser.add_argument(
+        "--model-parallel",
+        "-m",
+        action="store_true",
+        help="CONFIG is a whole RLinf reasoning/agent job: derive actor, rollout, inference, "
+        "critic and reward from the job's parallel sizes as RLinf's "
+        "ModelParallelComponentPlacement does",
     )
 
 
@@ -161,14 +172,49 @@ def _inventory_known(config: ClusterConfig, args: argparse.Namespace) -> bool:
     return bool(args.inventory or config.inventory or args.accelerators_per_node is not None)
 
 
-def _make_plan(config: ClusterConfig, args: argparse.Namespace) -> Plan:
-    inventory = inventory_for(
+def _inventory(config: ClusterConfig, args: argparse.Namespace) -> Inventory:
+    return inventory_for(
         config,
         snapshots=args.inventory,
         accelerators_per_node=args.accelerators_per_node,
         allow_missing_snapshots=args.allow_missing_snapshots,
     )
-    return plan(config, inventory, max_processes=args.max_processes)
+
+
+def _load(args: argparse.Namespace) -> tuple[ClusterConfig, JobDocument | None]:
+    """The config, and the whole job document when planning a model-parallel job."""
+    if not args.model_parallel:
+        config = load_config(args.config)
+        if _looks_model_parallel(args.config):
+            sys.stderr.write(
+                f"{PROG}: note: {args.config} has actor.model and rollout sections; RLinf's "
+                "reasoning and agent jobs derive actor, rollout, inference, critic and reward "
+                "from their parallel sizes instead of these rules: add --model-parallel to "
+                "plan what RLinf launches\n"
+            )
+        return config, None
+    job = load_job(args.config)
+    return load_config(job.document), job
+
+
+def _looks_model_parallel(source: str) -> bool:
+    try:
+        document, _ = read_document(source)
+    except PlacementError:
+        return False
+    return isinstance(document, dict) and looks_model_parallel(document)
+
+
+def _make_plan(config: ClusterConfig, job: JobDocument | None, args: argparse.Namespace) -> Plan:
+    inventory = _inventory(config, args)
+    if job is None:
+        return plan(config, inventory, max_processes=args.max_processes)
+    layout = derive_model_parallel(job, inventory)
+    sys.stderr.write(
+        f"{PROG}: model-parallel job in {layout.mode} mode: "
+        f"{', '.join(layout.derived)} derived from the parallel sizes as RLinf does\n"
+    )
+    return plan(layout.config, inventory, max_processes=args.max_processes)
 
 
 def _render(result: Plan, args: argparse.Namespace) -> str:
@@ -184,7 +230,8 @@ def _render(result: Plan, args: argparse.Namespace) -> str:
 
 
 def _run_plan(args: argparse.Namespace, out: TextIO) -> int:
-    text = _render(_make_plan(load_config(args.config), args), args)
+    config, job = _load(args)
+    text = _render(_make_plan(config, job, args), args)
     if args.output is None:
         out.write(text)
         return EXIT_OK
@@ -197,7 +244,10 @@ def _run_plan(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
-    config = load_config(args.config)
+    config, job = _load(args)
+    if config.ignored_keys:
+        keys = ", ".join(f"cluster.{key}" for key in config.ignored_keys)
+        out.write(f"{args.config}: note: {keys}: used by RLinf, ignored by placement\n")
     described = ", ".join(
         (
             plural(config.num_nodes, "node"),
@@ -206,12 +256,13 @@ def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
         )
     )
     if not _inventory_known(config, args):
+        what = "model-parallel layout not derived" if job is not None else "not planned"
         out.write(
-            f"{args.config}: valid ({described}); not planned: no inventory (add an inventory: "
+            f"{args.config}: valid ({described}); {what}: no inventory (add an inventory: "
             "section, --inventory or --accelerators-per-node to check placements too)\n"
         )
         return EXIT_OK
-    result = _make_plan(config, args)
+    result = _make_plan(config, job, args)
     processes = plural(sum(len(p) for p in result.components.values()), "process")
     warned = f", {plural(len(result.warnings), 'warning')}" if result.warnings else ""
     out.write(f"{args.config}: valid ({described}; {processes} planned{warned})\n")

@@ -18,6 +18,7 @@ kept and replayed by ``__reduce__``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
@@ -73,15 +74,34 @@ def _rebuild(cls: type[_E], state: dict[str, Any]) -> _E:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One broken rule in a config: where, what value, and what was expected."""
+    """One broken rule in a config: where, what value, and what was expected.
+
+    ``str()`` appends ``(got VALUE)`` unless the message already shows the value, so a
+    message that names it (``'gpu' is not a defined node group``) does not repeat it.
+    """
 
     path: str
     message: str
     value: Any = None
 
     def __str__(self) -> str:
-        got = "" if self.value is None else f" (got {shown(self.value)})"
+        got = "" if _named_in(self.value, self.message) else f" (got {shown(self.value)})"
         return f"{self.path}: {self.message}{got}"
+
+
+def _named_in(value: Any, message: str) -> bool:
+    """Whether the message already shows the value (or there is none), so it is not repeated.
+
+    A text value is shown when the message quotes it (``'gpu' is not ...``) or opens with
+    it (``RANK is a reserved variable ...``); a word that merely occurs in the message
+    (``yes`` in ``yes/no/on/off are text``) is not the value shown. Other values are
+    shown when their ``repr`` stands as a token of its own.
+    """
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return bool(value.strip()) and (repr(value) in message or message.startswith(f"{value} "))
+    return re.search(rf"(?<![\w.-]){re.escape(repr(value))}(?![\w.-])", message) is not None
 
 
 class ConfigError(PlacementError, ValueError):

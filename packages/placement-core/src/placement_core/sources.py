@@ -474,7 +474,7 @@ def attach_hardware(inventory: Inventory, config: ClusterConfig) -> Inventory:
     """Fill each node's ``hardware`` from the config's ``node_groups[*].hardware``.
 
     A device's node-local ``index`` is its position among the devices of its type on that
-    node, in config order; ``config`` holds the device's settings (``model_dump()``).
+    node, in config order; ``config`` holds the device's settings (``HardwareConfig.entry()``).
     Devices of types the config declares replace any the inventory already had; other
     hardware is kept. Attaching twice gives the same inventory.
 
@@ -499,7 +499,7 @@ def attach_hardware(inventory: Inventory, config: ClusterConfig) -> Inventory:
             index = counts.get((rank, kind), 0)
             counts[(rank, kind)] = index + 1
             devices.setdefault(rank, []).append(
-                HardwareDevice(type=kind, index=index, config=device.model_dump())
+                HardwareDevice(type=kind, index=index, config=device.entry())
             )
     if not declared:
         return inventory

@@ -16,11 +16,12 @@ or from the driver with ``WorkerGroup.hand_over_master_port()``.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ from placement_core.env import (
     RANK_ENV_VARS,
     VISIBILITY_ENV_VARS,
 )
+from placement_core.hardware import FROM_NODE_KEY, fill_from_node
 
 from ._cpus import bind_cpus, current_cpus
 from .errors import ArgumentError, PortNotHeldError
@@ -43,6 +45,7 @@ __all__ = [
     "PlacementWorker",
     "WorkerSpec",
     "assigned_gpu_ids",
+    "fill_hardware_from_node",
     "hand_over_master_port",
     "hand_over_ports",
     "held_ports",
@@ -158,6 +161,29 @@ def assigned_gpu_ids() -> tuple[int, ...]:
     return tuple(sorted(ids))
 
 
+def fill_hardware_from_node(environ: MutableMapping[str, str] | None = None) -> None:
+    """Fill the device settings this node supplies into ``PLACEMENT_HARDWARE_CONFIG``.
+
+    A device config may leave out a setting its node gives at run time (a Franka's
+    ``robot_ip`` from the node's ``ROBOT_IP``); the plan records which under
+    ``from_node``. Every worker runs this first, on its own node, so the user's code sees
+    the value (None when the node does not set the variable either).
+
+    Args:
+        environ: The worker's environment; ``os.environ`` when None.
+    """
+    environ = os.environ if environ is None else environ
+    raw = environ.get(HARDWARE_CONFIG_ENV)
+    if not raw or FROM_NODE_KEY not in raw:
+        return
+    value = json.loads(raw)
+    if isinstance(value, list):
+        filled: Any = [fill_from_node(entry, environ) for entry in value]
+    else:
+        filled = fill_from_node(value, environ)
+    environ[HARDWARE_CONFIG_ENV] = json.dumps(filled)
+
+
 def _node_ip() -> str:
     import ray
 
@@ -173,6 +199,7 @@ class PlacementWorker:
     def __init__(self, _placement_spec: WorkerSpec, *args: Any, **kwargs: Any) -> None:
         self._placement_spec = _placement_spec
         self._placement_init = None
+        fill_hardware_from_node()
         if _placement_spec.bind_cpus:
             bind_cpus(os.environ.get(CPU_AFFINITY_ENV), name=_placement_spec.name)
         host = _placement_spec.port_host or _node_ip()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from placement_core._plan import Plan
+from placement_core.hardware import FROM_NODE_KEY
 from placement_core.inventory import Node
 from placement_core.ranks import format_rank_list
 from placement_core.spaces import build_space
@@ -83,3 +85,9 @@ def warnings_block(plan: Plan) -> list[str]:
     if not plan.warnings:
         return []
     return ["", *(f"warning: {warning}" for warning in plan.warnings)]
+
+
+def from_node_note(config: Mapping[str, Any]) -> str:
+    """`` (robot_ip from the node)`` for a device config that reads settings on its node."""
+    fields = config.get(FROM_NODE_KEY) or {}
+    return f" ({', '.join(fields)} from the node)" if fields else ""

@@ -57,7 +57,8 @@ def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
     Each component maps to its placements in rank order, each with exactly the keys
     ``rank, node_rank, node_id, placement_node_rank, local_rank, local_world_size,
     hardware_ranks, visible_accelerators, local_accelerator_rank, accelerator_type,
-    node_group, isolate_accelerator, env``; plus ``link, numa_node, cpus`` when the
+    node_group, isolate_accelerator, interpreter, env`` (``interpreter``: the node
+    group's python on that node, or None); plus ``link, numa_node, cpus`` when the
     inventory carries topology (node snapshots), when nodes also list their ``links``
     and accelerators their ``memory_used_bytes`` and ``processes``.
 
@@ -70,7 +71,13 @@ def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
     components: dict[str, list[dict[str, Any]]] = {}
     for name, placements in plan.components.items():
         components[name] = [
-            _placement(p, plan.env(name, p.rank) if env else None, topology) for p in placements
+            _placement(
+                p,
+                plan.env(name, p.rank) if env else None,
+                topology,
+                plan.interpreter(name, p.rank),
+            )
+            for p in placements
         ]
     return {
         "schema": JSON_SCHEMA_VERSION,
@@ -80,7 +87,9 @@ def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
     }
 
 
-def _placement(p: Placement, env: dict[str, str] | None, topology: bool) -> dict[str, Any]:
+def _placement(
+    p: Placement, env: dict[str, str] | None, topology: bool, interpreter: str | None
+) -> dict[str, Any]:
     out: dict[str, Any] = {
         "rank": p.rank,
         "node_rank": p.node_rank,
@@ -97,6 +106,7 @@ def _placement(p: Placement, env: dict[str, str] | None, topology: bool) -> dict
     }
     if topology:
         out["link"], out["numa_node"], out["cpus"] = p.link, p.numa_node, p.cpus
+    out["interpreter"] = interpreter
     out["env"] = env
     return out
 

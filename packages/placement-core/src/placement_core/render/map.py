@@ -4,8 +4,9 @@ Each cell lists the processes on one accelerator as ``<code><ranks>`` (``ac0-1``
 0 and 1 of the component coded ``ac``), joined by ``+`` when components share it, so
 colocation is visible at a glance. With node snapshots, a ``!`` after a cell's ranks
 marks processes whose accelerators meet only across sockets (link ``SYS``). Whole-node
-processes and hardware devices (robots) are summarised per node in the last column. Runs
-of consecutive nodes with the same layout are folded into their first and last node, and
+processes and hardware devices (robots) are summarised per node in the last column, with
+the settings a device reads on its node (``robot_ip from the node``). Runs of
+consecutive nodes with the same layout are folded into their first and last node, and
 the map stops after ``max_nodes`` rows.
 """
 
@@ -16,7 +17,15 @@ from placement_core.inventory import Node
 from placement_core.topology import crosses_socket, inventory_has_topology
 
 from ._grid import CROSSING, Fold, component_codes, device_name, fold_nodes, occupants_label
-from ._text import HardwareNumbers, align, hardware_numbers, node_kind, summary, warnings_block
+from ._text import (
+    HardwareNumbers,
+    align,
+    from_node_note,
+    hardware_numbers,
+    node_kind,
+    summary,
+    warnings_block,
+)
 
 __all__ = ["component_codes", "render_map"]
 
@@ -36,10 +45,14 @@ def _crossing(plan: Plan) -> Marked:
     )
 
 
-def _extras(occupancy: NodeOccupancy, codes: dict[str, str], numbers: HardwareNumbers) -> str:
+def _extras(
+    node: Node, occupancy: NodeOccupancy, codes: dict[str, str], numbers: HardwareNumbers
+) -> str:
+    configs = {(d.type, d.index): d.config for d in node.hardware}
     parts = [
         f"{device_name(kind, index, occupancy.node_rank, numbers)}: "
         f"{occupants_label(occupants, codes) or FREE}"
+        + from_node_note(configs.get((kind, index), {}))
         for (kind, index), occupants in sorted(occupancy.hardware.items())
     ]
     if occupancy.node:
@@ -107,4 +120,4 @@ def _row(
         for a in node.accelerators
     ]
     cells += [""] * (width - len(cells))
-    return (str(node.rank), node_kind(node), *cells, _extras(occupancy, codes, numbers))
+    return (str(node.rank), node_kind(node), *cells, _extras(node, occupancy, codes, numbers))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from placement_core._plan import Plan
+from placement_core.hardware import FROM_NODE_KEY
 from placement_core.ranks import format_rank_list, parse_rank_list
 from placement_core.records import Placement
 from placement_core.topology import inventory_has_topology
@@ -21,12 +22,13 @@ TOPOLOGY_HEADER = ("LINK", "NUMA", "CPUS")
 def render_table(plan: Plan, *, fold: bool = True) -> str:
     """Render every component's placements as aligned columns.
 
-    One row per process: rank, node rank, the resources it holds (accelerator ids,
-    ``Franka #1`` for hardware, numbered as its node group's rules count it, ``node`` for
-    a whole-node process), the accelerators it may see, ``LOCAL``: its index among the
-    component's processes on that node out of their count, ``LOCAL_RANK``: the value of
-    that variable in its environment (the device index to use inside the process, -1
-    without accelerators), and the node group.
+    Each component's heading names the components it shares accelerators or devices
+    with (``shares resources with rollout, reward``). One row per process: rank, node
+    rank, the resources it holds (accelerator ids, ``Franka #1`` for hardware, numbered as
+    its node group's rules count it, ``node`` for a whole-node process), the accelerators
+    it may see, ``LOCAL``: its index among the component's processes on that node out of
+    their count, ``LOCAL_RANK``: the value of that variable in its environment (the
+    device index to use inside the process, -1 without accelerators), and the node group.
 
     Args:
         plan: The plan.
@@ -43,6 +45,7 @@ def render_table(plan: Plan, *, fold: bool = True) -> str:
     topology = inventory_has_topology(plan.inventory)
     lines = [f"plan: {summary(plan)}"]
     numbers = hardware_numbers(plan)
+    sharing = plan.sharing()
     for name, placements in plan.components.items():
         rule = plan.config.components()[name]
         lines += [
@@ -51,11 +54,33 @@ def render_table(plan: Plan, *, fold: bool = True) -> str:
             f"(placement {rule.placement!r}"
             + (f", stride {rule.stride})" if rule.stride > 1 else ")"),
         ]
+        if sharing[name]:
+            lines.append(f"  shares resources with {', '.join(sharing[name])} (time-shared)")
+        lines += _from_node_lines(plan, name, placements, numbers)
         header = HEADER + TOPOLOGY_HEADER if topology else HEADER
         rows = [header, *(_row(run, numbers, topology) for run in _runs(placements, fold))]
         lines += align(rows, indent="  ")
     lines += warnings_block(plan)
     return "\n".join(lines) + "\n"
+
+
+def _from_node_lines(
+    plan: Plan, name: str, placements: Sequence[Placement], numbers: HardwareNumbers
+) -> list[str]:
+    """One line per device whose settings are read on its node at run time."""
+    lines: list[str] = []
+    for p in placements:
+        if p.hardware_type is None:
+            continue
+        configs = plan.hardware_configs(name, p.rank)
+        for index, config in zip(p.hardware_ranks, configs, strict=True):
+            number = numbers[p.node_rank, p.hardware_type.casefold(), index]
+            for field, variable in dict(config.get(FROM_NODE_KEY) or {}).items():
+                lines.append(
+                    f"  {p.hardware_type} #{number} on node {p.node_rank}: {field} from the "
+                    f"node ({variable} at run time)"
+                )
+    return lines
 
 
 def _resources(placement: Placement, numbers: HardwareNumbers) -> str:
