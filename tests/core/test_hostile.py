@@ -223,7 +223,11 @@ def test_generated_bombs_load_or_are_refused_never_more(width: int, levels: int)
         st.text(min_size=200, max_size=5000),
         st.lists(st.integers(), min_size=50, max_size=3000),
         st.integers(min_value=10**150, max_value=10**160),
-        st.recursive(st.integers(), lambda inner: st.lists(inner, min_size=3), max_leaves=400),
+        # a list at the top: the recursion's base case alone (a small int) is a valid num_nodes
+        st.lists(
+            st.recursive(st.integers(), lambda inner: st.lists(inner, min_size=3), max_leaves=400),
+            min_size=3,
+        ),
     ),
     field=st.sampled_from(["num_nodes", "node_groups", "component_placement", "inventory"]),
 )
