@@ -1,68 +1,71 @@
-"""Build the fake ``libnvidia-ml.so.1`` and write the topologies it serves.
+"""The machine a fake NVML serves: GPUs, their links and MIG instances, what fails.
 
-Used by the native test suite (session fixture) and by ``benchmarks/bench_native_snapshot.py``.
-A topology is a list of directives (see ``fake_nvml.c``); the scenario functions below
-describe the machines the tests run against.
+``Topology.render()`` writes the directive file the C library reads (``FAKE_NVML_TOPOLOGY``,
+format in ``fake_nvml.c``); ``Topology.from_dict`` / ``load_topology`` read the JSON form
+users write (documented in the package README and the testing guide).
 """
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
+
+from placement_native._assemble import P2P_NAMES, TOPOLOGY_LEVELS
+from placement_native.errors import NVML_CODE_NAMES, FakeTopologyError
 
 __all__ = [
     "FakeGpu",
+    "FakeLink",
+    "FakeMig",
     "Topology",
-    "build",
-    "dgx_h100",
-    "init_failure",
-    "mig_node",
-    "no_permission",
-    "old_driver",
-    "pcie_two_switches",
+    "load_topology",
 ]
 
-SOURCE = Path(__file__).with_name("fake_nvml.c")
 H100 = "NVIDIA H100 80GB HBM3"
 H100_MEMORY = 85520809984
 
-# nvmlGpuTopologyLevel_t / nvmlGpuP2PStatus_t / nvmlIntNvLinkDeviceType_t values
-PIX, PXB, PHB, NODE, SYS = 10, 20, 30, 40, 50
-P2P_OK, P2P_CHIPSET_NOT_SUPPORTED, P2P_NOT_SUPPORTED = 0, 1, 5
-LINK_GPU, LINK_SWITCH = 0, 2
+# What the C side can hold (fake_nvml.c: MAX_GPUS, MAX_MIG, MAX_LINKS, MAX_FAILS, buffers).
+MAX_GPUS, MAX_MIG, MAX_LINKS, MAX_FAILS, MAX_FUNCTION = 64, 8, 36, 8, 63
+U32_MAX = 2**32 - 1
+
+LEVEL_VALUES = {name: value for value, name in TOPOLOGY_LEVELS.items() if name != "X"}
+P2P_VALUES = {name: value for value, name in P2P_NAMES.items()}
+CODE_VALUES = {name: code for code, name in NVML_CODE_NAMES.items()}
+REMOTE_TYPES = {"gpu": 0, "switch": 2}  # nvmlIntNvLinkDeviceType_t
 
 
-def build(out_dir: Path, *, old_driver: bool = False) -> Path:
-    """Compile ``fake_nvml.c`` into ``out_dir/<variant>/libnvidia-ml.so.1``.
+@dataclass
+class FakeMig:
+    """One MIG instance of a GPU in MIG mode (its slot in the GPU's MIG device table)."""
 
-    Args:
-        out_dir: Where to put the library.
-        old_driver: Leave out the optional symbols of newer drivers (NUMA id, memory and
-            scoped CPU affinity, MIG, NVLink remote device type).
+    slot: int
+    gpu_instance: int
+    compute_instance: int
+    memory: int
+    uuid: str
+    name: str
 
-    Raises:
-        RuntimeError: No C compiler, or the compile failed.
-    """
-    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    if compiler is None:
-        raise RuntimeError("no C compiler found (set CC): the fake NVML library cannot be built")
-    target = out_dir / ("old" if old_driver else "current") / "libnvidia-ml.so.1"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    command = [compiler, "-shared", "-fPIC", "-O1", "-fvisibility=hidden", "-o", str(target)]
-    if old_driver:
-        command.append("-DFAKE_OLD_DRIVER")
-    result = subprocess.run([*command, str(SOURCE)], capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise RuntimeError(f"building the fake NVML library failed:\n{result.stderr}")
-    return target
+
+@dataclass
+class FakeLink:
+    """One NVLink of a GPU: its slot, the bus id at the far end, and what is there."""
+
+    link: int
+    remote_bus: str
+    active: bool = True
+    remote: Literal["gpu", "switch"] = "gpu"
 
 
 @dataclass
 class FakeGpu:
-    """One fake GPU; None leaves the property out (the query answers NOT_SUPPORTED)."""
+    """One fake GPU; a property left None is not supported (NVML answers NOT_SUPPORTED).
+
+    Attributes:
+        fail: NVML function name -> the return code it gives for this GPU.
+    """
 
     name: str = H100
     uuid: str = ""
@@ -70,179 +73,393 @@ class FakeGpu:
     memory: int = H100_MEMORY
     numa: int | None = None
     cpus: str | None = None
-    cc: tuple[int, int] = (9, 0)
+    compute_capability: tuple[int, int] = (9, 0)
     mig: bool | None = False
     mig_slots: int = 0
-    # (slot, gpu instance id, compute instance id, memory, uuid, name)
-    mig_devices: list[tuple[int, int, int, int, str, str]] = field(default_factory=list)
-    link_slots: int = 0
-    # (link, active, remote type, remote bus id)
-    links: list[tuple[int, int, int, str]] = field(default_factory=list)
-    # NVML function -> return code
+    mig_devices: list[FakeMig] = field(default_factory=list)
+    nvlink_slots: int = 0
+    nvlinks: list[FakeLink] = field(default_factory=list)
     fail: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
 class Topology:
-    """A fake node: what the library answers, and what the tests expect to read.
+    """A fake node: what its NVML answers.
 
-    Text fields may hold lone surrogates (``"\\udcff"``): they are written as the raw
-    bytes they stand for, so the library serves strings that are not valid UTF-8.
+    Attributes:
+        gpus: The GPUs, by NVML index.
+        driver: The driver version string.
+        init_error: ``nvmlInit``'s return code (0: it succeeds).
+        levels: PCIe level of GPU pairs ``(a, b)``: ``PIX``, ``PXB``, ``PHB``, ``NODE`` or
+            ``SYS`` (pairs left out are ``SYS``).
+        p2p: P2P status of GPU pairs: ``OK``, ``CNS``, ``GNS``, ``TNS``, ``DIS``, ``NS``,
+            ``U`` (pairs left out are ``NS``).
+        old_driver: Serve the library without the symbols newer drivers add (NUMA node id,
+            memory and scoped CPU affinity, MIG, NVLink remote device type).
+        numa_nodes: NUMA nodes of the fake host's sysfs; None counts those the GPUs name.
+        count: The device count NVML answers whatever GPUs are described (handles past
+            the described ones are INVALID_ARGUMENT); None: the number of GPUs.
+        shutdown_error: ``nvmlShutdown``'s return code.
+
+    Text may hold lone surrogates (``"\\udcff"``): they are written as the bytes they stand
+    for, so the library serves strings that are not valid UTF-8. Text longer than NVML's
+    buffers is cut as the real library's buffers would cut it.
     """
 
     gpus: list[FakeGpu] = field(default_factory=list)
     driver: str = "550.54.15"
-    init: int = 0
-    count: int | None = None  # the device count answered, if not the declared GPUs'
-    shutdown: int = 0  # nvmlShutdown's return code
-    levels: dict[tuple[int, int], int] = field(default_factory=dict)
-    p2p: dict[tuple[int, int], int] = field(default_factory=dict)
+    init_error: int = 0
+    levels: dict[tuple[int, int], str] = field(default_factory=dict)
+    p2p: dict[tuple[int, int], str] = field(default_factory=dict)
     old_driver: bool = False
+    numa_nodes: int | None = None
+    count: int | None = None
+    shutdown_error: int = 0
+
+    def host_numa_nodes(self) -> int:
+        """NUMA nodes the fake host reports: ``numa_nodes``, else those the GPUs name."""
+        if self.numa_nodes is not None:
+            return self.numa_nodes
+        return max((g.numa for g in self.gpus if g.numa is not None), default=0) + 1
+
+    def validate(self) -> None:
+        """Check that the C library can serve this machine exactly as described.
+
+        Raises:
+            FakeTopologyError: naming the field, its value and what was expected.
+        """
+        _check(len(self.gpus) <= MAX_GPUS, "gpus", len(self.gpus), f"at most {MAX_GPUS} GPUs")
+        _text(self.driver, "driver", spaces=False)
+        if self.count is not None:
+            _check(0 <= self.count <= U32_MAX, "count", self.count, f"0..{U32_MAX}")
+        for i, gpu in enumerate(self.gpus):
+            _gpu_checks(gpu, f"gpus[{i}]")
+        for name, pairs, known in (
+            ("levels", self.levels, LEVEL_VALUES),
+            ("p2p", self.p2p, P2P_VALUES),
+        ):
+            for (a, b), value in pairs.items():
+                where = f"{name}[{a}, {b}]"
+                for end in (a, b):
+                    _check(
+                        0 <= end < len(self.gpus),
+                        where,
+                        end,
+                        f"GPU indexes 0..{len(self.gpus) - 1}",
+                    )
+                _check(value in known, where, value, f"one of {', '.join(known)}")
+        if self.numa_nodes is not None:
+            _check(self.numa_nodes >= 1, "numa_nodes", self.numa_nodes, "an int >= 1")
 
     def render(self) -> str:
-        lines = [f"driver {self.driver}", f"init {self.init}", f"shutdown {self.shutdown}"]
+        """The directive file ``fake_nvml.c`` reads."""
+        lines = [f"driver {self.driver}", f"init {self.init_error}"]
+        lines.append(f"shutdown {self.shutdown_error}")
         if self.count is not None:
             lines.append(f"count {self.count}")
         for i, g in enumerate(self.gpus):
             lines += [f"gpu {i} name {g.name}", f"gpu {i} uuid {g.uuid}", f"gpu {i} bus {g.bus}"]
-            lines += [f"gpu {i} mem {g.memory}", f"gpu {i} cc {g.cc[0]} {g.cc[1]}"]
+            cc = g.compute_capability
+            lines += [f"gpu {i} mem {g.memory}", f"gpu {i} cc {cc[0]} {cc[1]}"]
             if g.numa is not None:
                 lines.append(f"gpu {i} numa {g.numa}")
             if g.cpus is not None:
                 lines.append(f"gpu {i} cpus {g.cpus}")
             if g.mig is not None:
                 lines += [f"gpu {i} mig {int(g.mig)}", f"gpu {i} migslots {g.mig_slots}"]
-            for slot, gi, ci, mem, uuid, name in g.mig_devices:
-                lines.append(f"gpu {i} migdev {slot} {gi} {ci} {mem} {uuid} {name}")
-            if g.link_slots:
-                lines.append(f"gpu {i} links {g.link_slots}")
-            for link, active, kind, remote in g.links:
-                lines.append(f"gpu {i} nvlink {link} {active} {kind} {remote}")
+            for m in g.mig_devices:
+                lines.append(
+                    f"gpu {i} migdev {m.slot} {m.gpu_instance} {m.compute_instance} "
+                    f"{m.memory} {m.uuid} {m.name}"
+                )
+            if g.nvlink_slots:
+                lines.append(f"gpu {i} links {g.nvlink_slots}")
+            for k in g.nvlinks:
+                kind = REMOTE_TYPES[k.remote]
+                lines.append(f"gpu {i} nvlink {k.link} {int(k.active)} {kind} {k.remote_bus}")
             for function, code in g.fail.items():
                 lines.append(f"gpu {i} fail {function} {code}")
-        lines += [f"topo {a} {b} {v}" for (a, b), v in sorted(self.levels.items())]
-        lines += [f"p2p {a} {b} {v}" for (a, b), v in sorted(self.p2p.items())]
+        for (a, b), level in sorted(self.levels.items()):
+            lines.append(f"topo {a} {b} {LEVEL_VALUES[level]}")
+        for (a, b), status in sorted(self.p2p.items()):
+            lines.append(f"p2p {a} {b} {P2P_VALUES[status]}")
         return "\n".join(lines) + "\n"
 
     def write(self, path: Path) -> Path:
+        """Validate, then write the directive file to ``path``; returns ``path``."""
+        self.validate()
         path.write_text(self.render(), encoding="utf-8", errors="surrogateescape")
         return path
 
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "topology") -> Topology:
+        """A topology from its JSON form (see the package README for the format).
 
-def _uuid(n: int) -> str:
-    return f"GPU-{n:08x}-1111-2222-3333-{n:012x}"
+        Args:
+            data: The decoded JSON object.
+            source: Names the input in error messages (a file path).
+
+        Raises:
+            FakeTopologyError: a field is unknown, missing, or of the wrong type or value.
+        """
+        try:
+            return cls._from_dict(data)
+        except FakeTopologyError as error:
+            raise FakeTopologyError(f"{source}: {error}", field=error.field) from None
+
+    @classmethod
+    def _from_dict(cls, data: Any) -> Topology:
+        top = _Reader(data, "")
+        top.keys(
+            {"gpus"},
+            {
+                "driver",
+                "init_error",
+                "shutdown_error",
+                "count",
+                "old_driver",
+                "numa_nodes",
+                "levels",
+                "p2p",
+            },
+        )
+        gpus = [_gpu_from(item, index) for index, item in enumerate(top.list("gpus"))]
+        topology = cls(
+            gpus=gpus,
+            driver=top.get("driver", str, "550.54.15"),
+            init_error=_code(top.get("init_error", (int, str), 0), "init_error"),
+            shutdown_error=_code(top.get("shutdown_error", (int, str), 0), "shutdown_error"),
+            count=top.get("count", (int, type(None)), None),
+            levels=_pairs(top, "levels"),
+            p2p=_pairs(top, "p2p"),
+            old_driver=top.get("old_driver", bool, False),
+            numa_nodes=top.get("numa_nodes", (int, type(None)), None),
+        )
+        topology.validate()
+        return topology
 
 
-def dgx_h100() -> Topology:
-    """8 x H100 SXM, 18 NVLinks each into four NVSwitches, GPUs 0-3 on NUMA node 0."""
-    buses = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]
-    switches = [f"00000000:{b}:00.0" for b in ("05", "06", "07", "08")]
-    gpus = []
-    for i, bus in enumerate(buses):
-        numa = 0 if i < 4 else 1
-        gpus.append(
-            FakeGpu(
-                uuid=_uuid(0x100 + i),
-                bus=f"00000000:{bus}:00.0",
-                numa=numa,
-                cpus="0-55,112-167" if numa == 0 else "56-111,168-223",
-                link_slots=18,
-                links=[(k, 1, LINK_SWITCH, switches[k % 4]) for k in range(18)],
+def load_topology(path: str | os.PathLike[str]) -> Topology:
+    """Read a topology from a JSON file.
+
+    Raises:
+        FakeTopologyError: the file cannot be read, is not JSON, or describes no valid node.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FakeTopologyError(f"cannot read topology file {path}: {exc}", field="") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FakeTopologyError(
+            f"topology file {path} is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            field="",
+        ) from None
+    return Topology.from_dict(data, source=str(path))
+
+
+# ------------------------------------------------------------------------------ checks
+
+
+def _check(ok: bool, where: str, value: object, expected: str) -> None:
+    if not ok:
+        raise FakeTopologyError(f"{where}: expected {expected}, got {value!r}", field=where)
+
+
+def _text(value: str, where: str, *, spaces: bool = True) -> None:
+    bad = "\n\r" if spaces else "\n\r \t"
+    _check(
+        not any(c in value for c in bad),
+        where,
+        value,
+        "text on one line" + ("" if spaces else ", without spaces"),
+    )
+
+
+def _gpu_checks(gpu: FakeGpu, where: str) -> None:
+    _text(gpu.name, f"{where}.name")
+    _text(gpu.uuid, f"{where}.uuid", spaces=False)
+    _text(gpu.bus, f"{where}.bus", spaces=False)
+    _check(gpu.memory >= 0, f"{where}.memory", gpu.memory, "bytes >= 0")
+    if gpu.cpus is not None:
+        _text(gpu.cpus, f"{where}.cpus", spaces=False)
+    _check(0 <= gpu.mig_slots <= U32_MAX, f"{where}.mig_slots", gpu.mig_slots, f"0..{U32_MAX}")
+    for k, mig in enumerate(gpu.mig_devices):
+        at = f"{where}.mig_devices[{k}]"
+        top = min(gpu.mig_slots, MAX_MIG)
+        _check(
+            0 <= mig.slot < top, f"{at}.slot", mig.slot, f"a slot < {top} (mig_slots, at most 8)"
+        )
+        _text(mig.uuid, f"{at}.uuid", spaces=False)
+        _text(mig.name, f"{at}.name")
+    slots = gpu.nvlink_slots
+    _check(0 <= slots <= MAX_LINKS, f"{where}.nvlink_slots", slots, f"0..{MAX_LINKS}")
+    for k, link in enumerate(gpu.nvlinks):
+        at = f"{where}.nvlinks[{k}]"
+        _check(0 <= link.link < slots, f"{at}.link", link.link, f"a link slot < {slots}")
+        _check(link.remote in REMOTE_TYPES, f"{at}.remote", link.remote, "'gpu' or 'switch'")
+        _text(link.remote_bus, f"{at}.remote_bus", spaces=False)
+    _check(len(gpu.fail) <= MAX_FAILS, f"{where}.fail", len(gpu.fail), f"<= {MAX_FAILS} entries")
+    for function in gpu.fail:
+        _check(
+            len(function) <= MAX_FUNCTION and function.isidentifier(),
+            f"{where}.fail",
+            function,
+            "an NVML function name",
+        )
+
+
+class _Reader:
+    """Typed access to one JSON object, with errors that name the field."""
+
+    def __init__(self, data: Any, where: str) -> None:
+        if not isinstance(data, dict):
+            raise FakeTopologyError(
+                f"{where or 'top level'}: expected an object, got {type(data).__name__}",
+                field=where,
+            )
+        self.data: dict[str, Any] = data
+        self.where = where
+
+    def at(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def keys(self, required: set[str], optional: set[str]) -> None:
+        unknown = sorted(set(self.data) - required - optional)
+        if unknown:
+            raise FakeTopologyError(
+                f"{self.where or 'top level'}: unknown field {unknown[0]!r} "
+                f"(known: {', '.join(sorted(required | optional))})",
+                field=self.at(unknown[0]),
+            )
+        missing = sorted(required - set(self.data))
+        if missing:
+            raise FakeTopologyError(
+                f"{self.where or 'top level'}: missing field {missing[0]!r}",
+                field=self.at(missing[0]),
+            )
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any) -> Any:
+        if key not in self.data:
+            return default
+        value = self.data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        wrong_bool = isinstance(value, bool) and bool not in kinds
+        if wrong_bool or not isinstance(value, kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            raise FakeTopologyError(
+                f"{self.at(key)}: expected {names}, got {value!r}", field=self.at(key)
+            )
+        return value
+
+    def list(self, key: str) -> list[Any]:
+        value: list[Any] = self.get(key, list, [])
+        return value
+
+
+def _code(value: object, where: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if value not in CODE_VALUES:
+            raise FakeTopologyError(
+                f"{where}: expected an NVML return code or name like "
+                f"'NVML_ERROR_NO_PERMISSION', got {value!r}",
+                field=where,
+            )
+        return CODE_VALUES[value]
+    raise FakeTopologyError(
+        f"{where}: expected an NVML return code (int) or its name, got {value!r}", field=where
+    )
+
+
+def _pairs(top: _Reader, key: str) -> dict[tuple[int, int], str]:
+    pairs: dict[tuple[int, int], str] = {}
+    for k, item in enumerate(top.list(key)):
+        where = f"{top.at(key)}[{k}]"
+        ok = (
+            isinstance(item, list)
+            and len(item) == 3
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in item[:2])
+            and isinstance(item[2], str)
+        )
+        _check(ok, where, item, '[gpu_a, gpu_b, "NAME"]')
+        pairs[(min(item[0], item[1]), max(item[0], item[1]))] = item[2]
+    return pairs
+
+
+def _gpu_from(item: Any, index: int) -> FakeGpu:
+    gpu = _Reader(item, f"gpus[{index}]")
+    gpu.keys(
+        set(),
+        {
+            "name",
+            "uuid",
+            "bus",
+            "memory",
+            "numa",
+            "cpus",
+            "compute_capability",
+            "mig",
+            "mig_slots",
+            "mig_devices",
+            "nvlink_slots",
+            "nvlinks",
+            "fail",
+        },
+    )
+    cc = gpu.get("compute_capability", list, [9, 0])
+    _check(
+        len(cc) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in cc),
+        f"gpus[{index}].compute_capability",
+        cc,
+        "[major, minor]",
+    )
+    migs = []
+    for k, raw in enumerate(gpu.list("mig_devices")):
+        m = _Reader(raw, f"gpus[{index}].mig_devices[{k}]")
+        fields = {"slot", "gpu_instance", "compute_instance", "memory", "uuid", "name"}
+        m.keys(fields, set())
+        migs.append(
+            FakeMig(
+                slot=m.get("slot", int, 0),
+                gpu_instance=m.get("gpu_instance", int, 0),
+                compute_instance=m.get("compute_instance", int, 0),
+                memory=m.get("memory", int, 0),
+                uuid=m.get("uuid", str, ""),
+                name=m.get("name", str, ""),
             )
         )
-    levels = {
-        (a, b): NODE if (a < 4) == (b < 4) else SYS for a in range(8) for b in range(a + 1, 8)
-    }
-    return Topology(gpus=gpus, levels=levels, p2p=dict.fromkeys(levels, P2P_OK))
-
-
-def pcie_two_switches() -> Topology:
-    """4 x L40S on PCIe, no NVLink: GPUs 0-1 behind one switch on NUMA node 0, GPUs 2-3
-    behind another on NUMA node 1."""
-    gpus = [
-        FakeGpu(
-            name="NVIDIA L40S",
-            uuid=_uuid(0x200 + i),
-            bus=f"00000000:{bus}:00.0",
-            memory=48305799168,
-            numa=0 if i < 2 else 1,
-            cpus="0-31" if i < 2 else "32-63",
-            cc=(8, 9),
-            mig=None,
-        )
-        for i, bus in enumerate(["1B", "1C", "9B", "9C"])
-    ]
-    levels = {(0, 1): PIX, (2, 3): PIX}
-    levels.update({(a, b): SYS for a in (0, 1) for b in (2, 3)})
-    p2p = {
-        pair: P2P_OK if level == PIX else P2P_CHIPSET_NOT_SUPPORTED
-        for pair, level in levels.items()
-    }
-    return Topology(gpus=gpus, levels=levels, p2p=p2p)
-
-
-def mig_node() -> Topology:
-    """2 x A100 SXM joined by 4 direct NVLinks; GPU 0 in MIG mode with three instances
-    (slot 2 empty), GPU 1 not."""
-    a100 = "NVIDIA A100-SXM4-40GB"
-    buses = ["00000000:07:00.0", "00000000:0F:00.0"]
-    gpus = []
-    for i in range(2):
-        other = buses[1 - i]
-        gpus.append(
-            FakeGpu(
-                name=a100,
-                uuid=_uuid(0x300 + i),
-                bus=buses[i],
-                memory=42949672960,
-                numa=0,
-                cpus="0-63",
-                cc=(8, 0),
-                mig=i == 0,
-                mig_slots=7 if i == 0 else 0,
-                link_slots=12,
-                links=[(k, 1 if k < 4 else 0, LINK_GPU, other) for k in range(12)],
+    links = []
+    for k, raw in enumerate(gpu.list("nvlinks")):
+        n = _Reader(raw, f"gpus[{index}].nvlinks[{k}]")
+        n.keys({"link", "remote_bus"}, {"active", "remote"})
+        links.append(
+            FakeLink(
+                link=n.get("link", int, 0),
+                remote_bus=n.get("remote_bus", str, ""),
+                active=n.get("active", bool, True),
+                remote=n.get("remote", str, "gpu"),
             )
         )
-    gpus[0].mig_devices = [
-        (0, 1, 0, 20937965568, "MIG-11111111-aaaa-bbbb-cccc-000000000000", f"{a100} MIG 3g.20gb"),
-        (1, 2, 0, 10468982784, "MIG-22222222-aaaa-bbbb-cccc-000000000000", f"{a100} MIG 2g.10gb"),
-        (3, 5, 0, 5234491392, "MIG-33333333-aaaa-bbbb-cccc-000000000000", f"{a100} MIG 1g.5gb"),
-    ]
-    return Topology(gpus=gpus, levels={(0, 1): PXB}, p2p={(0, 1): P2P_OK})
-
-
-def no_permission() -> Topology:
-    """4 PCIe GPUs: GPU 1 refuses its handle (NO_PERMISSION), GPU 3 falls off the bus
-    (GPU_IS_LOST) when its memory is read."""
-    topo = pcie_two_switches()
-    topo.gpus[1].fail["nvmlDeviceGetHandleByIndex_v2"] = 4
-    topo.gpus[3].fail["nvmlDeviceGetMemoryInfo"] = 15
-    return topo
-
-
-def old_driver() -> Topology:
-    """2 GPUs on a driver without NUMA-id, scoped-affinity, MIG and NVLink-type symbols;
-    GPU 0 has 2 NVLinks to GPU 1 and 1 to a bus that is no GPU of this node."""
-    buses = ["00000000:3B:00.0", "00000000:5E:00.0"]
-    gpus = [
-        FakeGpu(
-            name="Tesla V100-SXM2-32GB",
-            uuid=_uuid(0x400 + i),
-            bus=buses[i],
-            memory=34359738368,
-            numa=i,  # served only through the symbols this driver lacks
-            cpus="0-19" if i == 0 else "20-39",
-            cc=(7, 0),
-            link_slots=6,
-            links=[(0, 1, LINK_GPU, buses[1 - i]), (1, 1, LINK_GPU, buses[1 - i])],
-        )
-        for i in range(2)
-    ]
-    gpus[0].links.append((2, 1, LINK_SWITCH, "00000000:AA:00.0"))
-    return Topology(gpus=gpus, levels={(0, 1): SYS}, p2p={(0, 1): P2P_OK}, old_driver=True)
-
-
-def init_failure(code: int = 9) -> Topology:
-    """nvmlInit fails (9: NVML_ERROR_DRIVER_NOT_LOADED by default)."""
-    return Topology(gpus=[FakeGpu(uuid=_uuid(0x500), bus="00000000:18:00.0")], init=code)
+    fail_where = f"gpus[{index}].fail"
+    fail = {
+        str(function): _code(code, f"{fail_where}.{function}")
+        for function, code in _Reader(gpu.get("fail", dict, {}), fail_where).data.items()
+    }
+    return FakeGpu(
+        name=gpu.get("name", str, H100),
+        uuid=gpu.get("uuid", str, f"GPU-{index:08x}-0000-4000-8000-{index:012x}"),
+        bus=gpu.get("bus", str, f"00000000:{0x18 + index:02X}:00.0"),
+        memory=gpu.get("memory", int, H100_MEMORY),
+        numa=gpu.get("numa", (int, type(None)), None),
+        cpus=gpu.get("cpus", (str, type(None)), None),
+        compute_capability=(cc[0], cc[1]),
+        mig=gpu.get("mig", (bool, type(None)), False),
+        mig_slots=gpu.get("mig_slots", int, 0),
+        mig_devices=migs,
+        nvlink_slots=gpu.get("nvlink_slots", int, 0),
+        nvlinks=links,
+        fail=fail,
+    )
