@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--imports", type=int, default=9)
     args = parser.parse_args(argv)
 
-    with fake_nvml("dgx-h100"):
+    with fake_nvml("dgx-h100") as fake:
         from placement_native import _backend, _host, _nvml_cffi, _nvml_pynvml, _snapshot
 
         sysfs = _host.sysfs_root()
@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             ),
             (
                 "NVML read alone",
-                lambda: _nvml_cffi.read(str(library), sysfs),
-                lambda: _nvml_pynvml.read(str(library), sysfs),
+                lambda: _nvml_cffi.read(str(fake.library), sysfs),
+                lambda: _nvml_pynvml.read(str(fake.library), sysfs),
             ),
         ):
             rows.append((label, *_alternating(fast, slow, args.rounds, args.batch)))
