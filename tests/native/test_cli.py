@@ -80,11 +80,11 @@ def test_without_nvml_the_report_says_why(
 def test_topo_matrix_like_nvidia_smi(use_node: UseNode, capsys: pytest.CaptureFixture[str]) -> None:
     use_node("pcie-2-switches")
     code, out, _ = _run(capsys, "topo")
-    rows = [line.split() for line in out.splitlines()[:5]]
+    rows = [line.split() for line in out.splitlines()[:9]]
     assert code == 0
-    assert rows[0] == ["GPU0", "GPU1", "GPU2", "GPU3", "CPU", "Affinity", "NUMA", "Affinity"]
-    assert rows[1] == ["GPU0", "X", "PIX", "SYS", "SYS", "0-31", "0"]
-    assert rows[4] == ["GPU3", "SYS", "SYS", "PIX", "X", "32-63", "1"]
+    assert rows[0] == [f"GPU{i}" for i in range(8)] + ["CPU", "Affinity", "NUMA", "Affinity"]
+    assert rows[1] == ["GPU0", "X", "PIX", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS", "0-31", "0"]
+    assert rows[8] == ["GPU7", "SYS", "SYS", "SYS", "SYS", "NODE", "NODE", "PIX", "X", "32-63", "1"]
     assert "NV#  = Connection traversing a bonded set of # NVLinks" in out
 
 

@@ -1,8 +1,8 @@
 """Compile the fake ``libnvidia-ml.so.1`` (package data ``fake_nvml.c``) on first use.
 
-The library lands in a per-user cache directory, keyed by a hash of the source, the
-variant and the compiler, so a new package version or compiler builds afresh and every
-later run (and every process of a test session, Ray workers included) reuses it.
+The library lands in a per-user cache directory, keyed by a hash of the source and the
+variant, so a new package version builds afresh and every later run (and every process
+of a test session, Ray workers included) reuses it; a compiler is needed only to build.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ CACHE_ENV = "PLACEMENT_FAKE_NVML_CACHE"
 COMPILERS = ("cc", "gcc", "clang")
 FLAGS = ["-shared", "-fPIC", "-O1", "-fvisibility=hidden"]
 
-_built: dict[tuple[bool, str], Path] = {}
+_built: dict[tuple[bool, Path], Path] = {}
 _lock = threading.Lock()
 
 
@@ -72,22 +72,18 @@ def library(*, old_driver: bool = False) -> Path:
         FakeNVMLBuildError: no C compiler, the cache directory is not writable, or the
             compile failed (the compiler's own message is included).
     """
-    compiler = _compiler()
-    key = (old_driver, " ".join(compiler))
     with _lock:
+        key = (old_driver, cache_dir())
         known = _built.get(key)
         if known is not None and known.exists():
             return known
         source = resources.files(__package__).joinpath("fake_nvml.c").read_bytes()
         variant = ["-DFAKE_OLD_DRIVER"] if old_driver else []
-        digest = hashlib.sha256(
-            b"\0".join([source, " ".join(compiler + FLAGS + variant).encode()])
-        ).hexdigest()[:16]
-        target = (
-            cache_dir() / f"{digest}-{'old' if old_driver else 'current'}" / ("libnvidia-ml.so.1")
-        )
+        digest = hashlib.sha256(b"\0".join([source, " ".join(FLAGS + variant).encode()]))
+        name = f"{digest.hexdigest()[:16]}-{'old' if old_driver else 'current'}"
+        target = cache_dir() / name / "libnvidia-ml.so.1"
         if not target.exists():
-            _compile(compiler, source, variant, target)
+            _compile(_compiler(), source, variant, target)
         _built[key] = target
         return target
 
