@@ -9,7 +9,9 @@ test, its class or module (``pytestmark``); the ini options ``placement_cluster_
 ``placement_cluster_gpus_per_node``, ``placement_cluster_cpus_per_node``,
 ``placement_cluster_topology``; the defaults of ``placement_ray.testing.ClusterSpec``.
 One cluster runs at a time: tests asking for the same shape share it; another shape
-replaces it.
+replaces it. So that each shape starts once, tests using the fixture are grouped by shape
+(unmarked ones first, then each marked shape in order of first appearance; the order
+within a group is kept).
 """
 
 from __future__ import annotations
@@ -50,6 +52,23 @@ def pytest_configure(config: pytest.Config) -> None:
         "labelled=True, job='pytest', object_store_mb=80, timeout_s=60): the shape of the "
         "simulated Ray cluster the placement_cluster fixture gives this test",
     )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    shapes: list[dict[str, Any]] = [{}]
+
+    def shape(item: pytest.Item) -> int:
+        if "placement_cluster" not in getattr(item, "fixturenames", ()):
+            return 0
+        marker = item.get_closest_marker(MARKER)
+        fields = dict(marker.kwargs) if marker is not None else {}
+        for index, known in enumerate(shapes):
+            if known == fields:
+                return index
+        shapes.append(fields)
+        return len(shapes) - 1
+
+    items.sort(key=shape)  # stable: the order within one shape is kept
 
 
 class PlacementClusterFactory:
