@@ -161,7 +161,7 @@ WHEEL_NAMES = ("placement_core", "placement_native", "placement_ray")
 def _check_guide_example(session: nox.Session) -> None:
     """The guide shows the example file verbatim (the block after its marker comment)."""
     guide = (ROOT / TESTKIT_GUIDE).read_text(encoding="utf-8")
-    marker = f"<!-- testkit-example: {TESTKIT_EXAMPLE} -->\n```python\n"
+    marker = f"nox -s testkit runs it: {TESTKIT_EXAMPLE}) -->\n```python\n"
     start = guide.find(marker)
     if start < 0:
         session.error(f"{TESTKIT_GUIDE} lacks the block after {marker!r}")
