@@ -143,13 +143,15 @@ def testkit(session: nox.Session) -> None:
     """The testing kit in a user's suite: the three wheels installed, the guide's example
     test run by pytest in an empty folder outside the repository (no conftest, no ini)."""
     _check_guide_example(session)
-    dist = Path(session.create_tmp()) / "dist"
     session.install("build", "pytest>=8")
-    for path in (CORE, NATIVE, RAY):
-        session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), path)
-    wheels = [sorted(dist.glob(f"{name}-*.whl"))[-1] for name in WHEEL_NAMES]
-    session.install(*map(str, wheels), env={"PLACEMENT_NATIVE_REQUIRE_EXTENSION": "1"})
-    with tempfile.TemporaryDirectory(prefix="placement-user-suite-") as user:
+    # Not session.create_tmp(): it points TMPDIR into the virtualenv, where Ray refuses to run.
+    with tempfile.TemporaryDirectory(prefix="placement-testkit-") as tmp:
+        dist, user = Path(tmp) / "dist", Path(tmp) / "user-suite"
+        for path in (CORE, NATIVE, RAY):
+            session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), path)
+        wheels = [sorted(dist.glob(f"{name}-*.whl"))[-1] for name in WHEEL_NAMES]
+        session.install(*map(str, wheels), env={"PLACEMENT_NATIVE_REQUIRE_EXTENSION": "1"})
+        user.mkdir()
         shutil.copy(ROOT / TESTKIT_EXAMPLE, user)
         session.chdir(user)
         session.run("pytest", "-q", "-p", "no:cacheprovider", Path(TESTKIT_EXAMPLE).name)
