@@ -202,7 +202,7 @@ class SimulatedCluster:
                 cluster.add_node(**self.node_args(rank))
             cluster.wait_for_nodes(timeout=self.spec.timeout_s)
         except BaseException as exc:
-            cluster.shutdown()
+            cluster.shutdown()  # type: ignore[no-untyped-call]
             if isinstance(exc, Exception):
                 raise ClusterError(
                     f"the simulated cluster of {self.spec.nodes} nodes did not come up "
@@ -248,11 +248,7 @@ class SimulatedCluster:
         from ray.util.placement_group import placement_group_table
 
         return Baseline(
-            actors={
-                info["ActorID"]
-                for info in state.actors().values()  # type: ignore[no-untyped-call]
-                if info["State"] != "DEAD"
-            },
+            actors={info["ActorID"] for info in state.actors().values() if info["State"] != "DEAD"},
             groups={
                 pg_id
                 for pg_id, info in placement_group_table().items()
@@ -279,7 +275,7 @@ class SimulatedCluster:
         self.connect()
         fresh = [
             info
-            for info in state.actors().values()  # type: ignore[no-untyped-call]
+            for info in state.actors().values()
             if info["State"] != "DEAD" and info["ActorID"] not in before.actors
         ]
         _kill(fresh)
@@ -356,7 +352,7 @@ def _held(
 def _kill(actors: Sequence[dict[str, Any]]) -> None:
     """Kill actors by id: named ones through their name, the rest through the driver's
     core worker (which knows the actors this driver created)."""
-    listed = ray.util.list_named_actors(all_namespaces=True)  # type: ignore[no-untyped-call]
+    listed = ray.util.list_named_actors(all_namespaces=True)
     by_name = {a["name"]: a["namespace"] for a in listed}
     worker = ray._private.worker.global_worker
     for info in actors:
@@ -365,6 +361,8 @@ def _kill(actors: Sequence[dict[str, Any]]) -> None:
             if name and name in by_name:
                 ray.kill(ray.get_actor(name, namespace=by_name[name]), no_restart=True)
             else:
-                worker.core_worker.kill_actor(ray.ActorID.from_hex(info["ActorID"]), True)
+                worker.core_worker.kill_actor(  # type: ignore[attr-defined]
+                    ray.ActorID.from_hex(info["ActorID"]), True
+                )
         except Exception:  # it died meanwhile, or another job owns it: the wait for free
             continue  # resources that follows reports whatever survives
