@@ -196,7 +196,7 @@ def test_a_failing_shutdown_is_recorded_beside_what_was_read(take: Take, code: i
     machine = topology("pcie-2-switches")
     machine.shutdown_error = code
     snap = take(machine)
-    assert len(snap.accelerators) == 4
+    assert len(snap.accelerators) == 8
     assert snap.nvml_error is not None
     assert snap.nvml_error.startswith("nvmlShutdown failed:")
     assert f"[{code}]" in snap.nvml_error
