@@ -11,7 +11,7 @@ import pytest
 from placement_native import _backend, _snapshot, _socket_table
 from placement_native._model import NodeSnapshot
 from placement_native.testing import FakeNvml, Topology
-from placement_native.testing._pytest_plugin import FakeNvmlFixture
+from placement_native.testing.pytest_plugin import FakeNvmlFixture
 
 BACKENDS = ["cffi", "purepython"]
 

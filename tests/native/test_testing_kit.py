@@ -21,7 +21,7 @@ from placement_native.testing import (
     topology,
     topology_names,
 )
-from placement_native.testing._pytest_plugin import FakeNvmlFixture
+from placement_native.testing.pytest_plugin import FakeNvmlFixture
 
 from .conftest import Take
 
@@ -149,7 +149,7 @@ def test_the_c_source_ships_as_package_data() -> None:
 
 def test_the_fixture_is_registered_for_every_pytest_run() -> None:
     plugins = {e.name: e.value for e in metadata.entry_points(group="pytest11")}
-    assert plugins.get("placement_native") == "placement_native.testing._pytest_plugin"
+    assert plugins.get("placement_native") == "placement_native.testing.pytest_plugin"
 
 
 @pytest.mark.parametrize("fake_nvml", ["mig", "pcie-2-switches"], indirect=True)

@@ -14,7 +14,8 @@ library is compiled from the C source shipped in this package on first use, into
 per-user cache (``$PLACEMENT_FAKE_NVML_CACHE``; a C compiler is needed once).
 
 With pytest, installing placement-native is enough: the ``fake_nvml`` fixture is registered
-through the ``pytest11`` entry point (see ``placement_native.testing._pytest_plugin``).
+through the ``pytest11`` entry point (``placement_native.testing.pytest_plugin``, whose
+``FakeNvmlFixture`` is the fixture's type).
 """
 
 from __future__ import annotations
