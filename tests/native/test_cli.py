@@ -141,7 +141,7 @@ def test_placement_refuses_the_accelerators_a_snapshot_marks_faulty(
     from placement_core import sources
     from placement_core.errors import InventoryError
 
-    use_node(fakelib.no_permission())  # GPU 1: no permission for its handle; GPU 3: lost
+    use_node("no-permission")  # GPU 1: no permission for its handle; GPU 3: lost
     result = subprocess.run(
         [sys.executable, "-m", "placement_native", "snapshot", "--json"],
         capture_output=True,
