@@ -2,9 +2,9 @@
 
 Tests take ``placement_cluster`` (the ``pytest11`` plugin of placement-ray): one simulated
 loopback cluster per session, 3 labelled nodes of 4 logical GPUs and 4 CPUs each (the
-``placement_cluster_*`` ini options in the repository's pyproject.toml; the shared-IP case
-that must stay correct), cleaned up after every test. Module-scoped fixtures use
-``cluster``, the same view without per-test cleanup.
+shared-IP case that must stay correct; ``SHAPE``, given to every test here that names no
+shape of its own), cleaned up after every test. Module-scoped fixtures use ``cluster``,
+the same view without per-test cleanup.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -22,21 +23,30 @@ if TYPE_CHECKING:
     from placement_ray import Cluster
     from placement_ray.testing import SimulatedCluster
 
-NUM_NODES = 3  # the ini options' shape
+NUM_NODES = 3
 GPUS_PER_NODE = 4
+SHAPE = {"nodes": NUM_NODES, "gpus_per_node": GPUS_PER_NODE, "cpus_per_node": 4}
+HERE = Path(__file__).parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before the plugin groups the tests by shape
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(HERE) and item.get_closest_marker("placement_cluster") is None:
+            item.add_marker(pytest.mark.placement_cluster(**SHAPE))
 
 
 @pytest.fixture(scope="module")
 def simulated(placement_cluster_factory: PlacementClusterFactory) -> SimulatedCluster:
     """The session's ``SimulatedCluster``: ``baseline()`` / ``cleanup()`` for module-scoped
     fixtures that create groups or actors."""
-    return placement_cluster_factory.simulated()
+    return placement_cluster_factory.simulated(**SHAPE)
 
 
 @pytest.fixture(scope="module")
 def cluster(placement_cluster_factory: PlacementClusterFactory) -> Cluster:
     """The session cluster's ``Cluster``, for module-scoped fixtures (no per-test cleanup)."""
-    return placement_cluster_factory()
+    return placement_cluster_factory(**SHAPE)
 
 
 def run_python(code: str, env: dict[str, str], timeout_s: float = 120.0) -> str:

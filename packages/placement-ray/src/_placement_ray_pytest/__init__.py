@@ -9,9 +9,9 @@ test, its class or module (``pytestmark``); the ini options ``placement_cluster_
 ``placement_cluster_gpus_per_node``, ``placement_cluster_cpus_per_node``,
 ``placement_cluster_topology``; the defaults of ``placement_ray.testing.ClusterSpec``.
 One cluster runs at a time: tests asking for the same shape share it; another shape
-replaces it. So that each shape starts once, tests using the fixture are grouped by shape
-(unmarked ones first, then each marked shape in order of first appearance; the order
-within a group is kept).
+replaces it. So that each shape starts once, tests are grouped by the shape their
+``placement_cluster`` asks for (in order of first appearance; tests without the fixture
+stay with the test before them; the order within a group is kept).
 """
 
 from __future__ import annotations
@@ -56,19 +56,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     shapes: list[dict[str, Any]] = [{}]
-
-    def shape(item: pytest.Item) -> int:
+    keys: list[int] = []
+    for item in items:
         if "placement_cluster" not in getattr(item, "fixturenames", ()):
-            return 0
+            keys.append(keys[-1] if keys else 0)  # stays beside its neighbours
+            continue
         marker = item.get_closest_marker(MARKER)
         fields = dict(marker.kwargs) if marker is not None else {}
-        for index, known in enumerate(shapes):
-            if known == fields:
-                return index
-        shapes.append(fields)
-        return len(shapes) - 1
-
-    items.sort(key=shape)  # stable: the order within one shape is kept
+        if fields not in shapes:
+            shapes.append(fields)
+        keys.append(shapes.index(fields))
+    order = sorted(range(len(items)), key=keys.__getitem__)  # stable within one shape
+    items[:] = [items[i] for i in order]
 
 
 class PlacementClusterFactory:

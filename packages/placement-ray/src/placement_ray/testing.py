@@ -193,21 +193,20 @@ class SimulatedCluster:
     def _start(self) -> Any:
         from ray.cluster_utils import Cluster as RayCluster
 
-        cluster = RayCluster(
-            initialize_head=True,
-            head_node_args={**self.node_args(0), "include_dashboard": False},
-        )
+        cluster = RayCluster()
         try:
+            cluster.add_node(**self.node_args(0), include_dashboard=False)
             for rank in range(1, self.spec.nodes):
                 cluster.add_node(**self.node_args(rank))
             cluster.wait_for_nodes(timeout=self.spec.timeout_s)
-        except BaseException as exc:
+        except Exception as exc:
             cluster.shutdown()  # type: ignore[no-untyped-call]
-            if isinstance(exc, Exception):
-                raise ClusterError(
-                    f"the simulated cluster of {self.spec.nodes} nodes did not come up "
-                    f"within {self.spec.timeout_s:g}s: {exc}"
-                ) from exc
+            raise ClusterError(
+                f"the simulated cluster of {self.spec.nodes} nodes did not come up within "
+                f"{self.spec.timeout_s:g}s: {exc} (is the machine overloaded?)"
+            ) from exc
+        except BaseException:
+            cluster.shutdown()  # type: ignore[no-untyped-call]
             raise
         return cluster
 
