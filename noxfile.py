@@ -8,7 +8,9 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import nox
@@ -26,6 +28,7 @@ nox.options.sessions = [
     "examples",
     "docs",
     "viewer",
+    "testkit",
 ]
 
 PYTHON = "3.11"
@@ -129,6 +132,44 @@ def core_alone(session: nox.Session) -> None:
     )
     session.run("placement", "plan", "examples/heterogeneous.yaml")
     session.run("placement", "plan", "examples/heterogeneous.yaml", "--format", "map")
+
+
+TESTKIT_EXAMPLE = "examples/testing/test_placement_kit.py"
+TESTKIT_GUIDE = "docs/guides/testing.md"
+
+
+@nox.session(python=PYTHON)
+def testkit(session: nox.Session) -> None:
+    """The testing kit in a user's suite: the three wheels installed, the guide's example
+    test run by pytest in an empty folder outside the repository (no conftest, no ini)."""
+    _check_guide_example(session)
+    session.install("build", "pytest>=8")
+    # Not session.create_tmp(): it points TMPDIR into the virtualenv, where Ray refuses to run.
+    with tempfile.TemporaryDirectory(prefix="placement-testkit-") as tmp:
+        dist, user = Path(tmp) / "dist", Path(tmp) / "user-suite"
+        for path in (CORE, NATIVE, RAY):
+            session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), path)
+        wheels = [sorted(dist.glob(f"{name}-*.whl"))[-1] for name in WHEEL_NAMES]
+        session.install(*map(str, wheels), env={"PLACEMENT_NATIVE_REQUIRE_EXTENSION": "1"})
+        user.mkdir()
+        shutil.copy(ROOT / TESTKIT_EXAMPLE, user)
+        session.chdir(user)
+        session.run("pytest", "-q", "-p", "no:cacheprovider", Path(TESTKIT_EXAMPLE).name)
+
+
+WHEEL_NAMES = ("placement_core", "placement_native", "placement_ray")
+
+
+def _check_guide_example(session: nox.Session) -> None:
+    """The guide shows the example file verbatim (the block after its marker comment)."""
+    guide = (ROOT / TESTKIT_GUIDE).read_text(encoding="utf-8")
+    marker = f"nox -s testkit runs it: {TESTKIT_EXAMPLE}) -->\n```python\n"
+    start = guide.find(marker)
+    if start < 0:
+        session.error(f"{TESTKIT_GUIDE} lacks the block after {marker!r}")
+    shown = guide[start + len(marker) : guide.index("```", start + len(marker))]
+    if shown != (ROOT / TESTKIT_EXAMPLE).read_text(encoding="utf-8"):
+        session.error(f"{TESTKIT_GUIDE} shows another version of {TESTKIT_EXAMPLE}; paste it in")
 
 
 @nox.session(python=PYTHON)

@@ -1,7 +1,7 @@
 """Benchmark: placement-native's node snapshot, compiled backend vs nvidia-ml-py, and import time.
 
 1. Snapshot of a fake DGX-H100-like node (8 GPUs, 18 NVLinks each into NVSwitches; the
-   fake libnvidia-ml of the test suite, built here with the system compiler): the whole
+   fake libnvidia-ml of ``placement_native.testing``, compiled with the system compiler): the whole
    ``snapshot`` through the compiled backend (one C call) vs the same snapshot built with
    nvidia-ml-py calls (the pure-Python backend), run alternately in one process. Also the
    NVML read alone, without the host facts both share. Median per snapshot over
@@ -21,15 +21,10 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "native" / "fake_nvml"))
-
-import fakelib  # noqa: E402
+from placement_native.testing import fake_nvml
 
 TARGET_RATIO = 10.0
 TARGET_IMPORT_MS = 5.0
@@ -84,12 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--imports", type=int, default=9)
     args = parser.parse_args(argv)
 
-    with tempfile.TemporaryDirectory() as tmp:
-        library = fakelib.build(Path(tmp))
-        topology = fakelib.dgx_h100().write(Path(tmp) / "dgx_h100.txt")
-        os.environ["PLACEMENT_NVML_LIBRARY"] = str(library)
-        os.environ["FAKE_NVML_TOPOLOGY"] = str(topology)
-
+    with fake_nvml("dgx-h100") as fake:
         from placement_native import _backend, _host, _nvml_cffi, _nvml_pynvml, _snapshot
 
         sysfs = _host.sysfs_root()
@@ -114,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             ),
             (
                 "NVML read alone",
-                lambda: _nvml_cffi.read(str(library), sysfs),
-                lambda: _nvml_pynvml.read(str(library), sysfs),
+                lambda: _nvml_cffi.read(str(fake.library), sysfs),
+                lambda: _nvml_pynvml.read(str(fake.library), sysfs),
             ),
         ):
             rows.append((label, *_alternating(fast, slow, args.rounds, args.batch)))

@@ -1,28 +1,23 @@
-"""Fixtures for the placement-native tests: the fake NVML library and both backends."""
+"""Fixtures for the placement-native tests: fake nodes (the package's own testing kit,
+``placement_native.testing``, through its ``fake_nvml`` fixture) and both backends."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "fake_nvml"))
-
-import fakelib
-
 from placement_native import _backend, _snapshot, _socket_table
 from placement_native._model import NodeSnapshot
+from placement_native.testing import FakeNvml, Topology
+from placement_native.testing.pytest_plugin import FakeNvmlFixture
 
 BACKENDS = ["cffi", "purepython"]
 
-
-@pytest.fixture(scope="session")
-def fake_nvml_libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The fake libnvidia-ml.so.1, built once per session: current and old-driver variants."""
-    root = tmp_path_factory.mktemp("fake_nvml")
-    return {"current": fakelib.build(root), "old": fakelib.build(root, old_driver=True)}
+Machine = str | Topology
+UseNode = Callable[[Machine], FakeNvml]
+Take = Callable[..., NodeSnapshot]
 
 
 @pytest.fixture
@@ -35,24 +30,11 @@ def sysfs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def use_node(
-    fake_nvml_libs: dict[str, Path],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    sysfs: Path,
-) -> Callable[[fakelib.Topology], Path]:
-    """Point both backends at the fake library serving the given topology."""
+def use_node(fake_nvml: FakeNvmlFixture, sysfs: Path) -> UseNode:
+    """Point both backends at a fake machine (a name or a ``Topology``), over ``sysfs``."""
 
-    written = iter(range(1_000_000))
-
-    def use(topology: fakelib.Topology) -> Path:
-        # A new file each time: the fake re-reads a topology when its path or stat changes,
-        # and two writes within one timestamp tick could otherwise look unchanged.
-        path = topology.write(tmp_path / f"topology-{next(written)}.txt")
-        monkeypatch.setenv("FAKE_NVML_TOPOLOGY", str(path))
-        library = fake_nvml_libs["old" if topology.old_driver else "current"]
-        monkeypatch.setenv("PLACEMENT_NVML_LIBRARY", str(library))
-        return library
+    def use(machine: Machine) -> FakeNvml:
+        return fake_nvml(machine, sysfs=sysfs)
 
     return use
 
@@ -66,13 +48,11 @@ def nvml_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def take(
-    nvml_backend: str, use_node: Callable[[fakelib.Topology], Path]
-) -> Callable[..., NodeSnapshot]:
-    """``take(topology, strict=False)``: the snapshot of a fake node via the backend under test."""
+def take(nvml_backend: str, use_node: UseNode) -> Take:
+    """``take(machine, strict=False)``: the snapshot of a fake node via the backend under test."""
 
-    def run(topology: fakelib.Topology, *, strict: bool = False) -> NodeSnapshot:
-        use_node(topology)
+    def run(machine: Machine, *, strict: bool = False) -> NodeSnapshot:
+        use_node(machine)
         return _snapshot.take(nvml_backend, strict=strict)
 
     return run

@@ -6,15 +6,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
-import fakelib
 import pytest
 
 from placement_native import _cli
 
-UseNode = Callable[[fakelib.Topology], Path]
+from .conftest import UseNode
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -26,7 +24,7 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 def test_snapshot_json_is_the_spec_schema(
     use_node: UseNode, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    use_node(fakelib.dgx_h100())
+    use_node("dgx-h100")
     code, out, _ = _run(capsys, "snapshot", "--json")
     data = json.loads(out)
     assert code == 0
@@ -39,7 +37,7 @@ def test_snapshot_json_is_the_spec_schema(
 def test_snapshot_report_lists_gpus_and_mig_instances(
     use_node: UseNode, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    use_node(fakelib.mig_node())
+    use_node("mig")
     code, out, _ = _run(capsys, "snapshot")
     assert code == 0
     lines = out.splitlines()
@@ -53,7 +51,7 @@ def test_snapshot_report_lists_gpus_and_mig_instances(
 def test_snapshot_report_shows_device_errors(
     use_node: UseNode, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    use_node(fakelib.no_permission())
+    use_node("no-permission")
     _, out, _ = _run(capsys, "snapshot")
     assert "error: nvmlDeviceGetHandleByIndex_v2 failed: NVML_ERROR_NO_PERMISSION [4]" in out
 
@@ -61,7 +59,7 @@ def test_snapshot_report_shows_device_errors(
 def test_strict_snapshot_fails_with_exit_1(
     use_node: UseNode, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    use_node(fakelib.init_failure())
+    use_node("no-driver")
     code, out, err = _run(capsys, "snapshot", "--strict")
     assert code == 1
     assert out == ""
@@ -71,7 +69,7 @@ def test_strict_snapshot_fails_with_exit_1(
 def test_without_nvml_the_report_says_why(
     use_node: UseNode, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    use_node(fakelib.init_failure())
+    use_node("no-driver")
     code, out, _ = _run(capsys, "snapshot")
     assert code == 0
     assert "no accelerators: nvmlInit failed: NVML_ERROR_DRIVER_NOT_LOADED [9]" in out
@@ -80,18 +78,18 @@ def test_without_nvml_the_report_says_why(
 
 
 def test_topo_matrix_like_nvidia_smi(use_node: UseNode, capsys: pytest.CaptureFixture[str]) -> None:
-    use_node(fakelib.pcie_two_switches())
+    use_node("pcie-2-switches")
     code, out, _ = _run(capsys, "topo")
-    rows = [line.split() for line in out.splitlines()[:5]]
+    rows = [line.split() for line in out.splitlines()[:9]]
     assert code == 0
-    assert rows[0] == ["GPU0", "GPU1", "GPU2", "GPU3", "CPU", "Affinity", "NUMA", "Affinity"]
-    assert rows[1] == ["GPU0", "X", "PIX", "SYS", "SYS", "0-31", "0"]
-    assert rows[4] == ["GPU3", "SYS", "SYS", "PIX", "X", "32-63", "1"]
+    assert rows[0] == [f"GPU{i}" for i in range(8)] + ["CPU", "Affinity", "NUMA", "Affinity"]
+    assert rows[1] == ["GPU0", "X", "PIX", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS", "0-31", "0"]
+    assert rows[8] == ["GPU7", "SYS", "SYS", "SYS", "SYS", "NODE", "NODE", "PIX", "X", "32-63", "1"]
     assert "NV#  = Connection traversing a bonded set of # NVLinks" in out
 
 
 def test_topo_marks_unreadable_pairs(use_node: UseNode, capsys: pytest.CaptureFixture[str]) -> None:
-    use_node(fakelib.no_permission())
+    use_node("no-permission")
     _, out, _ = _run(capsys, "topo")
     assert out.splitlines()[2].split()[:5] == ["GPU1", "-", "X", "-", "-"]
 
@@ -104,7 +102,7 @@ def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_python_dash_m_runs_the_cli(use_node: UseNode) -> None:
-    use_node(fakelib.dgx_h100())
+    use_node("dgx-h100")
     result = subprocess.run(
         [sys.executable, "-m", "placement_native", "topo"],
         capture_output=True,
@@ -115,13 +113,13 @@ def test_python_dash_m_runs_the_cli(use_node: UseNode) -> None:
     assert result.stdout.splitlines()[1].split()[:3] == ["GPU0", "X", "NV18"]
 
 
-@pytest.mark.parametrize("make", [fakelib.dgx_h100, fakelib.mig_node, fakelib.init_failure])
+@pytest.mark.parametrize("machine", ["dgx-h100", "mig", "no-driver"])
 def test_snapshot_json_is_what_placement_plan_inventory_reads(
-    use_node: UseNode, tmp_path: Path, make: Callable[[], fakelib.Topology]
+    use_node: UseNode, tmp_path: Path, machine: str
 ) -> None:
     from placement_core import sources  # both native sessions install core for this test
 
-    use_node(make())
+    use_node(machine)
     result = subprocess.run(
         [sys.executable, "-m", "placement_native", "snapshot", "--json"],
         capture_output=True,
@@ -143,7 +141,7 @@ def test_placement_refuses_the_accelerators_a_snapshot_marks_faulty(
     from placement_core import sources
     from placement_core.errors import InventoryError
 
-    use_node(fakelib.no_permission())  # GPU 1: no permission for its handle; GPU 3: lost
+    use_node("no-permission")  # GPU 1: no permission for its handle; GPU 3: lost
     result = subprocess.run(
         [sys.executable, "-m", "placement_native", "snapshot", "--json"],
         capture_output=True,

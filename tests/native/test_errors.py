@@ -13,6 +13,8 @@ from placement_native import errors
 from placement_native.errors import (
     BackendMismatchError,
     EnvVarError,
+    FakeNVMLBuildError,
+    FakeTopologyError,
     NativeError,
     NoFreePortsError,
     NVMLAnswerError,
@@ -72,6 +74,8 @@ def test_hierarchy_matches_the_builtins() -> None:
         BackendMismatchError("built for 0.0.1"),
         PortError("count must be >= 1, got 0"),
         NoFreePortsError("no 16 consecutive free ports in 20000-20100"),
+        FakeNVMLBuildError("no C compiler found", compiler="gcc"),
+        FakeTopologyError("gpus[0].memory: expected int, got 'x'", field="gpus[0].memory"),
     ],
     ids=lambda e: type(e).__name__,
 )

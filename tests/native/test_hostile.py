@@ -18,7 +18,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import fakelib
 import pytest
 
 import placement_native
@@ -32,9 +31,9 @@ from placement_native.errors import (
     PortError,
 )
 from placement_native.ports import find_free_ports, reserve_ports
+from placement_native.testing import Topology, topology
 
-Take = Callable[..., NodeSnapshot]
-UseNode = Callable[[fakelib.Topology], Path]
+from .conftest import Take, UseNode
 
 RNG = random.Random(20261124)
 U32_MAX = 2**32 - 1
@@ -70,20 +69,19 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
-def _with_hostile_string(field: str, raw: bytes) -> fakelib.Topology:
-    topology = fakelib.mig_node()
+def _with_hostile_string(field: str, raw: bytes) -> Topology:
+    machine = topology("mig")
     value = _text(raw)
+    mig = machine.gpus[0].mig_devices[0]
     if field == "driver":
-        topology.driver = value
+        machine.driver = value
     elif field == "mig uuid":
-        slot, gi, ci, memory, _, name = topology.gpus[0].mig_devices[0]
-        topology.gpus[0].mig_devices[0] = (slot, gi, ci, memory, value, name)
+        mig.uuid = value
     elif field == "mig name":
-        slot, gi, ci, memory, uuid, _ = topology.gpus[0].mig_devices[0]
-        topology.gpus[0].mig_devices[0] = (slot, gi, ci, memory, uuid, value)
+        mig.name = value
     else:
-        setattr(topology.gpus[0], {"name": "name", "uuid": "uuid", "bus id": "bus"}[field], value)
-    return topology
+        setattr(machine.gpus[0], {"name": "name", "uuid": "uuid", "bus id": "bus"}[field], value)
+    return machine
 
 
 def _read_field(snap: NodeSnapshot, field: str) -> str | None:
@@ -125,9 +123,9 @@ def test_both_backends_decode_invalid_utf8_alike(use_node: UseNode, field: str) 
 
 
 def test_a_driver_version_longer_than_nvmls_buffer_is_absent(take: Take) -> None:
-    topology = fakelib.pcie_two_switches()
-    topology.driver = "5" * 100  # NVML's driver version buffer holds 80 bytes
-    assert take(topology).driver is None
+    machine = topology("pcie-2-switches")
+    machine.driver = "5" * 100  # NVML's driver version buffer holds 80 bytes
+    assert take(machine).driver is None
 
 
 # ---- Counts beyond what a node can hold ----
@@ -135,11 +133,11 @@ def test_a_driver_version_longer_than_nvmls_buffer_is_absent(take: Take) -> None
 
 @pytest.mark.parametrize("count", [65, 1000, 2**31, U32_MAX])
 def test_a_huge_device_count_reads_the_first_64_and_says_so(take: Take, count: int) -> None:
-    topology = fakelib.pcie_two_switches()
-    topology.count = count
-    snap = take(topology)
+    machine = topology("pcie-2-switches")
+    machine.count = count
+    snap = take(machine)
     assert len(snap.accelerators) == 64
-    assert [a.uuid for a in snap.accelerators[:4]] == [g.uuid for g in topology.gpus]
+    assert [a.uuid for a in snap.accelerators[:8]] == [g.uuid for g in machine.gpus]
     assert snap.nvml_error == (
         f"nvmlDeviceGetCount_v2 answered out of bounds: {count} devices, more than the 64 a "
         f"node can hold; GPUs 0-63 were read"
@@ -147,24 +145,24 @@ def test_a_huge_device_count_reads_the_first_64_and_says_so(take: Take, count: i
 
 
 def test_a_huge_device_count_is_a_typed_error_when_strict(take: Take) -> None:
-    topology = fakelib.pcie_two_switches()
-    topology.count = U32_MAX
+    machine = topology("pcie-2-switches")
+    machine.count = U32_MAX
     with pytest.raises(NVMLAnswerError, match="4294967295 devices"):
-        take(topology, strict=True)
+        take(machine, strict=True)
 
 
 def test_a_device_count_of_64_is_in_bounds(take: Take) -> None:
-    topology = fakelib.pcie_two_switches()
-    topology.count = 64
-    snap = take(topology)
+    machine = topology("pcie-2-switches")
+    machine.count = 64
+    snap = take(machine)
     assert (len(snap.accelerators), snap.nvml_error) == (64, None)
 
 
 @pytest.mark.parametrize("slots", [9, 1000, 2**31, U32_MAX])
 def test_a_huge_mig_slot_count_reads_the_first_8_slots_and_says_so(take: Take, slots: int) -> None:
-    topology = fakelib.mig_node()
-    topology.gpus[0].mig_slots = slots
-    gpu = take(topology).accelerators[0]
+    machine = topology("mig")
+    machine.gpus[0].mig_slots = slots
+    gpu = take(machine).accelerators[0]
     assert [m.index for m in gpu.mig_instances] == [0, 1, 3]
     assert gpu.error == (
         f"nvmlDeviceGetMaxMigDeviceCount answered out of bounds: GPU 0: {slots} MIG slots, "
@@ -173,19 +171,19 @@ def test_a_huge_mig_slot_count_reads_the_first_8_slots_and_says_so(take: Take, s
 
 
 def test_a_huge_mig_slot_count_is_a_typed_error_when_strict(take: Take) -> None:
-    topology = fakelib.mig_node()
-    topology.gpus[0].mig_slots = U32_MAX
+    machine = topology("mig")
+    machine.gpus[0].mig_slots = U32_MAX
     with pytest.raises(NVMLAnswerError, match="GPU 0: 4294967295 MIG slots"):
-        take(topology, strict=True)
+        take(machine, strict=True)
 
 
 @needs_both_backends
 @pytest.mark.parametrize("count", [65, U32_MAX])
 def test_both_backends_agree_on_huge_counts(use_node: UseNode, count: int) -> None:
-    topology = fakelib.mig_node()
-    topology.count = count
-    topology.gpus[0].mig_slots = count
-    use_node(topology)
+    machine = topology("mig")
+    machine.count = count
+    machine.gpus[0].mig_slots = count
+    use_node(machine)
     compiled, fallback = _snapshot.take("cffi"), _snapshot.take("purepython")
     assert dataclasses.replace(fallback, source=compiled.source) == compiled
 
@@ -195,20 +193,20 @@ def test_both_backends_agree_on_huge_counts(use_node: UseNode, count: int) -> No
 
 @pytest.mark.parametrize("code", [1, 15, 999])
 def test_a_failing_shutdown_is_recorded_beside_what_was_read(take: Take, code: int) -> None:
-    topology = fakelib.pcie_two_switches()
-    topology.shutdown = code
-    snap = take(topology)
-    assert len(snap.accelerators) == 4
+    machine = topology("pcie-2-switches")
+    machine.shutdown_error = code
+    snap = take(machine)
+    assert len(snap.accelerators) == 8
     assert snap.nvml_error is not None
     assert snap.nvml_error.startswith("nvmlShutdown failed:")
     assert f"[{code}]" in snap.nvml_error
 
 
 def test_a_failing_shutdown_is_our_nvml_error_when_strict(take: Take) -> None:
-    topology = fakelib.pcie_two_switches()
-    topology.shutdown = 999
+    machine = topology("pcie-2-switches")
+    machine.shutdown_error = 999
     with pytest.raises(NVMLError, match=r"nvmlShutdown failed: NVML_ERROR_UNKNOWN \[999\]") as info:
-        take(topology, strict=True)
+        take(machine, strict=True)
     assert type(info.value).__module__ == "placement_native.errors"
 
 
@@ -249,7 +247,7 @@ def test_no_pynvml_exception_leaves_the_fallback(
             real()  # keep the fake library's init count balanced
         raise pynvml.NVMLError(code)
 
-    use_node(fakelib.mig_node())
+    use_node("mig")
     monkeypatch.setattr(pynvml, function, failing)
     _snapshot.take("purepython")  # records, never raises
     with contextlib.suppress(NativeError):  # pynvml's errors are no NativeError: they fail
@@ -259,9 +257,9 @@ def test_no_pynvml_exception_leaves_the_fallback(
 def test_the_cli_lists_the_gpus_read_beside_the_node_error(
     use_node: UseNode, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    topology = fakelib.pcie_two_switches()
-    topology.shutdown = 999
-    use_node(topology)
+    machine = topology("pcie-2-switches")
+    machine.shutdown_error = 999
+    use_node(machine)
     assert _cli.main(["snapshot"]) == 0
     out = capsys.readouterr().out
     assert "NVIDIA L40S" in out
@@ -275,7 +273,7 @@ def test_the_fallback_leaves_the_global_pynvml_untouched(use_node: UseNode) -> N
     import pynvml
 
     before = (pynvml.nvmlLib, dict(pynvml._nvmlGetFunctionPointer_cache), pynvml._nvmlLib_refcount)
-    use_node(fakelib.dgx_h100())
+    use_node("dgx-h100")
     assert len(_snapshot.take("purepython").accelerators) == 8
     after = (pynvml.nvmlLib, dict(pynvml._nvmlGetFunctionPointer_cache), pynvml._nvmlLib_refcount)
     assert after == before
@@ -283,7 +281,7 @@ def test_the_fallback_leaves_the_global_pynvml_untouched(use_node: UseNode) -> N
 
 
 def test_the_fallback_does_not_even_import_the_global_pynvml(use_node: UseNode) -> None:
-    use_node(fakelib.dgx_h100())
+    use_node("dgx-h100")
     code = (
         "import sys; from placement_native import _snapshot; "
         "assert len(_snapshot.take('purepython').accelerators) == 8; "
@@ -305,7 +303,7 @@ PATH_VARIABLES = ["PLACEMENT_NVML_LIBRARY", "PLACEMENT_SYSFS_ROOT"]
 def test_a_path_variable_that_is_not_utf8_is_a_typed_error(
     use_node: UseNode, nvml_backend: str, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
-    use_node(fakelib.dgx_h100())
+    use_node("dgx-h100")
     monkeypatch.setenv(name, NOT_UTF8)
     with pytest.raises(EnvVarError) as info:
         _snapshot.take(nvml_backend)
@@ -344,7 +342,7 @@ BAD_RANKS = ["9" * 5000, "-1", "1e3", "0x10", "3.0", "٣", "２", "2147483648", 
 def test_a_bad_node_rank_is_a_typed_error_naming_the_variable(
     use_node: UseNode, monkeypatch: pytest.MonkeyPatch, name: str, value: str
 ) -> None:
-    use_node(fakelib.init_failure())
+    use_node("no-driver")
     monkeypatch.delenv("PLACEMENT_NODE_RANK", raising=False)
     monkeypatch.setenv(name, value)
     with pytest.raises(EnvVarError) as info:
@@ -360,7 +358,7 @@ def test_node_ranks_up_to_int32_max_are_read(
     take: Take, monkeypatch: pytest.MonkeyPatch, value: str, rank: int
 ) -> None:
     monkeypatch.setenv("PLACEMENT_NODE_RANK", value)
-    assert take(fakelib.init_failure()).node_rank == rank
+    assert take("no-driver").node_rank == rank
 
 
 def test_env_errors_pickle() -> None:

@@ -5,16 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
-from pathlib import Path
 
-import fakelib
-
-UseNode = Callable[[fakelib.Topology], Path]
+from .conftest import UseNode
 
 
 def test_snapshot_and_ports_import_neither_core_nor_pydantic_nor_ray(use_node: UseNode) -> None:
-    use_node(fakelib.dgx_h100())
+    use_node("dgx-h100")
     code = (
         "import sys, placement_native as p\n"
         "p.snapshot().to_json()\n"

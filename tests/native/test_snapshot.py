@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
-from collections.abc import Callable
+from itertools import combinations
 from pathlib import Path
 
-import fakelib
 import pytest
 
 from placement_native import _nvml_pynvml, _snapshot
-from placement_native._model import NodeSnapshot
 from placement_native.errors import (
     NVMLDriverNotLoadedError,
     NVMLError,
@@ -18,8 +17,9 @@ from placement_native.errors import (
     NVMLLibraryNotFoundError,
     NVMLNoPermissionError,
 )
+from placement_native.testing import FakeLink, topology
 
-Take = Callable[..., NodeSnapshot]
+from .conftest import Take, UseNode
 
 
 def _write_pci(sysfs: Path, bus: str, *, numa: int | None = None, cpus: str | None = None) -> None:
@@ -35,7 +35,7 @@ def _write_pci(sysfs: Path, bus: str, *, numa: int | None = None, cpus: str | No
 
 
 def test_dgx_lists_every_gpu_with_its_identity(take: Take) -> None:
-    snap = take(fakelib.dgx_h100())
+    snap = take("dgx-h100")
     assert [a.index for a in snap.accelerators] == list(range(8))
     first = snap.accelerators[0]
     assert first.type == "nvidia"
@@ -49,27 +49,27 @@ def test_dgx_lists_every_gpu_with_its_identity(take: Take) -> None:
 
 
 def test_dgx_gpus_carry_numa_node_and_cpu_affinity(take: Take) -> None:
-    snap = take(fakelib.dgx_h100())
+    snap = take("dgx-h100")
     assert [a.numa_node for a in snap.accelerators] == [0, 0, 0, 0, 1, 1, 1, 1]
     assert snap.accelerators[0].cpu_affinity == "0-55,112-167"
     assert snap.accelerators[7].cpu_affinity == "56-111,168-223"
 
 
 def test_nvswitch_remote_is_a_fabric_not_a_peer(take: Take) -> None:
-    snap = take(fakelib.dgx_h100())
+    snap = take("dgx-h100")
     for acc in snap.accelerators:
         assert acc.nvlink_peers == ()
         assert acc.nvswitch_links == 18
 
 
 def test_every_pair_on_the_fabric_shows_nv18_like_nvidia_smi(take: Take) -> None:
-    snap = take(fakelib.dgx_h100())
+    snap = take("dgx-h100")
     assert len(snap.links) == 28
     assert {link.label for link in snap.links} == {"NV18"}
 
 
 def test_pcie_level_and_p2p_are_kept_beside_the_nvlink_count(take: Take) -> None:
-    snap = take(fakelib.dgx_h100())
+    snap = take("dgx-h100")
     same_numa, across = snap.link(0, 3), snap.link(3, 4)
     assert same_numa is not None
     assert across is not None
@@ -78,7 +78,7 @@ def test_pcie_level_and_p2p_are_kept_beside_the_nvlink_count(take: Take) -> None
 
 
 def test_driver_source_and_no_error_on_a_healthy_node(take: Take, nvml_backend: str) -> None:
-    snap = take(fakelib.dgx_h100())
+    snap = take("dgx-h100")
     assert snap.driver == "550.54.15"
     assert snap.source == {"cffi": "nvml-cffi", "purepython": "nvml-pynvml"}[nvml_backend]
     assert snap.nvml_error is None
@@ -88,40 +88,35 @@ def test_driver_source_and_no_error_on_a_healthy_node(take: Take, nvml_backend: 
 
 
 def test_pcie_pairs_show_the_pcie_level(take: Take) -> None:
-    snap = take(fakelib.pcie_two_switches())
-    labels = [[link.a, link.b, link.label] for link in snap.links]
-    assert labels == [
-        [0, 1, "PIX"],
-        [0, 2, "SYS"],
-        [0, 3, "SYS"],
-        [1, 2, "SYS"],
-        [1, 3, "SYS"],
-        [2, 3, "PIX"],
-    ]
+    snap = take("pcie-2-switches")
+    assert len(snap.links) == 28
+    from_0 = [snap.link(0, b).label for b in range(1, 8)]  # type: ignore[union-attr]
+    assert from_0 == ["PIX", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"]
+    assert (snap.link(6, 7).label, snap.link(4, 6).label) == ("PIX", "NODE")  # type: ignore[union-attr]
 
 
 def test_pcie_p2p_status_is_named_like_nvidia_smi(take: Take) -> None:
-    snap = take(fakelib.pcie_two_switches())
+    snap = take("pcie-2-switches")
     assert snap.link(0, 1).p2p == "OK"  # type: ignore[union-attr]
     assert snap.link(1, 2).p2p == "CNS"  # type: ignore[union-attr]
 
 
 def test_pcie_gpus_without_nvlink_or_mig_support_are_not_errors(take: Take) -> None:
-    snap = take(fakelib.pcie_two_switches())
+    snap = take("pcie-2-switches")
     for acc in snap.accelerators:
         assert acc.error is None
         assert acc.mig is False
         assert acc.nvlink_peers == ()
         assert acc.nvswitch_links == 0
-    assert [a.numa_node for a in snap.accelerators] == [0, 0, 1, 1]
-    assert [a.cpu_affinity for a in snap.accelerators] == ["0-31", "0-31", "32-63", "32-63"]
+    assert [a.numa_node for a in snap.accelerators] == [0] * 4 + [1] * 4
+    assert [a.cpu_affinity for a in snap.accelerators] == ["0-31"] * 4 + ["32-63"] * 4
 
 
 # --- MIG node ---------------------------------------------------------------------------
 
 
 def test_mig_instances_are_listed_with_their_uuids(take: Take) -> None:
-    snap = take(fakelib.mig_node())
+    snap = take("mig")
     gpu0, gpu1 = snap.accelerators
     assert gpu0.mig is True
     assert [m.index for m in gpu0.mig_instances] == [0, 1, 3]
@@ -135,7 +130,7 @@ def test_mig_instances_are_listed_with_their_uuids(take: Take) -> None:
 
 
 def test_direct_nvlinks_are_counted_per_peer_by_remote_bus_id(take: Take) -> None:
-    snap = take(fakelib.mig_node())
+    snap = take("mig")
     assert snap.accelerators[0].nvlink_peers == ((1, 4),)
     assert snap.accelerators[1].nvlink_peers == ((0, 4),)
     link = snap.link(0, 1)
@@ -147,8 +142,8 @@ def test_direct_nvlinks_are_counted_per_peer_by_remote_bus_id(take: Take) -> Non
 
 
 def test_a_gpu_refusing_access_is_listed_with_its_error(take: Take) -> None:
-    snap = take(fakelib.no_permission())
-    assert len(snap.accelerators) == 4
+    snap = take("no-permission")
+    assert len(snap.accelerators) == 8
     refused = snap.accelerators[1]
     assert refused.error is not None
     assert "NVML_ERROR_NO_PERMISSION" in refused.error
@@ -159,7 +154,7 @@ def test_a_gpu_refusing_access_is_listed_with_its_error(take: Take) -> None:
 
 
 def test_a_lost_gpu_keeps_what_was_read_before_it_was_lost(take: Take) -> None:
-    snap = take(fakelib.no_permission())
+    snap = take("no-permission")
     lost = snap.accelerators[3]
     assert lost.error is not None
     assert "NVML_ERROR_GPU_IS_LOST" in lost.error
@@ -169,13 +164,13 @@ def test_a_lost_gpu_keeps_what_was_read_before_it_was_lost(take: Take) -> None:
 
 
 def test_pairs_with_an_unreadable_gpu_are_left_out(take: Take) -> None:
-    snap = take(fakelib.no_permission())
-    assert [(link.a, link.b) for link in snap.links] == [(0, 2)]
+    snap = take("no-permission")
+    assert [(link.a, link.b) for link in snap.links] == list(combinations([0, 2, 4, 5, 6, 7], 2))
 
 
 def test_strict_raises_the_first_device_error_typed(take: Take) -> None:
     with pytest.raises(NVMLNoPermissionError) as info:
-        take(fakelib.no_permission(), strict=True)
+        take("no-permission", strict=True)
     assert info.value.code == 4
     assert info.value.function == "nvmlDeviceGetHandleByIndex_v2"
 
@@ -184,7 +179,7 @@ def test_strict_raises_the_first_device_error_typed(take: Take) -> None:
 
 
 def test_old_driver_missing_symbols_are_not_errors(take: Take) -> None:
-    snap = take(fakelib.old_driver())
+    snap = take("old-driver")
     assert snap.nvml_error is None
     for acc in snap.accelerators:
         assert acc.error is None
@@ -196,12 +191,12 @@ def test_old_driver_missing_symbols_are_not_errors(take: Take) -> None:
 def test_old_driver_numa_node_comes_from_sysfs(take: Take, sysfs: Path) -> None:
     _write_pci(sysfs, "0000:3b:00.0", numa=0)
     _write_pci(sysfs, "0000:5e:00.0", numa=1)
-    snap = take(fakelib.old_driver())
+    snap = take("old-driver")
     assert [a.numa_node for a in snap.accelerators] == [0, 1]
 
 
 def test_without_the_remote_type_a_local_bus_id_is_a_peer_and_others_a_fabric(take: Take) -> None:
-    snap = take(fakelib.old_driver())
+    snap = take("old-driver")
     gpu0, gpu1 = snap.accelerators
     assert (gpu0.nvlink_peers, gpu0.nvswitch_links) == (((1, 2),), 1)
     assert (gpu1.nvlink_peers, gpu1.nvswitch_links) == (((0, 2),), 0)
@@ -209,14 +204,14 @@ def test_without_the_remote_type_a_local_bus_id_is_a_peer_and_others_a_fabric(ta
 
 
 def test_sysfs_fills_numa_and_cpus_nvml_cannot_tell(take: Take, sysfs: Path) -> None:
-    topology = fakelib.pcie_two_switches()
-    for gpu in topology.gpus:
+    machine = topology("pcie-2-switches")
+    for gpu in machine.gpus:
         gpu.numa = gpu.cpus = None
     _write_pci(sysfs, "0000:1b:00.0", numa=0, cpus="0-15,32-47")
     _write_pci(sysfs, "0000:9b:00.0", numa=-1, cpus="")
-    snap = take(topology)
+    snap = take(machine)
     assert (snap.accelerators[0].numa_node, snap.accelerators[0].cpu_affinity) == (0, "0-15,32-47")
-    assert (snap.accelerators[2].numa_node, snap.accelerators[2].cpu_affinity) == (None, None)
+    assert (snap.accelerators[4].numa_node, snap.accelerators[4].cpu_affinity) == (None, None)
     assert (snap.accelerators[1].numa_node, snap.accelerators[1].cpu_affinity) == (None, None)
 
 
@@ -224,7 +219,7 @@ def test_sysfs_fills_numa_and_cpus_nvml_cannot_tell(take: Take, sysfs: Path) -> 
 
 
 def test_init_failure_gives_no_accelerators_and_the_reason(take: Take) -> None:
-    snap = take(fakelib.init_failure())
+    snap = take("no-driver")
     assert snap.accelerators == ()
     assert snap.links == ()
     assert snap.nvml_error is not None
@@ -235,14 +230,14 @@ def test_init_failure_gives_no_accelerators_and_the_reason(take: Take) -> None:
 
 def test_init_failure_raises_typed_only_when_strict(take: Take) -> None:
     with pytest.raises(NVMLDriverNotLoadedError) as info:
-        take(fakelib.init_failure(), strict=True)
+        take("no-driver", strict=True)
     assert (info.value.code, info.value.function) == (9, "nvmlInit")
     assert isinstance(info.value, RuntimeError)
 
 
 def test_other_init_codes_raise_the_generic_nvml_error(take: Take) -> None:
     with pytest.raises(NVMLError) as info:
-        take(fakelib.init_failure(999), strict=True)
+        take(dataclasses.replace(topology("no-driver"), init_error=999), strict=True)
     assert info.value.code == 999
     assert "NVML_ERROR_UNKNOWN" in str(info.value)
 
@@ -273,7 +268,7 @@ def test_a_library_without_nvml_symbols_is_function_not_found(
 
 
 def test_host_facts_are_filled_without_nvml(take: Take) -> None:
-    snap = take(fakelib.init_failure())
+    snap = take("no-driver")
     assert snap.hostname
     assert snap.ip
     assert snap.cpus >= 1
@@ -281,20 +276,17 @@ def test_host_facts_are_filled_without_nvml(take: Take) -> None:
 
 
 def test_remote_bus_ids_match_whatever_their_case_or_domain_width(take: Take) -> None:
-    topology = fakelib.old_driver()
-    topology.gpus[0].links = [
-        (0, 1, fakelib.LINK_GPU, "0000:5e:00.0"),
-        (1, 1, fakelib.LINK_GPU, "00000000:5E:00.0"),
-    ]
-    snap = take(topology)
+    machine = topology("old-driver")
+    machine.gpus[0].nvlinks = [FakeLink(0, "0000:5e:00.0"), FakeLink(1, "00000000:5E:00.0")]
+    snap = take(machine)
     assert snap.accelerators[0].nvlink_peers == ((1, 2),)
     assert snap.accelerators[0].nvswitch_links == 0
 
 
 def test_fallback_without_nvidia_ml_py_reports_it(
-    use_node: Callable[[fakelib.Topology], Path], monkeypatch: pytest.MonkeyPatch
+    use_node: UseNode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    use_node(fakelib.dgx_h100())
+    use_node("dgx-h100")
     monkeypatch.setitem(sys.modules, "pynvml", None)
     monkeypatch.setattr(_nvml_pynvml, "_private", None)  # as before the first snapshot
     snap = _snapshot.take("purepython")
@@ -304,10 +296,10 @@ def test_fallback_without_nvidia_ml_py_reports_it(
 
 
 def test_fallback_treats_a_wrapper_missing_from_nvidia_ml_py_as_unsupported(
-    use_node: Callable[[fakelib.Topology], Path], monkeypatch: pytest.MonkeyPatch
+    use_node: UseNode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pynvml = _nvml_pynvml._private_pynvml()  # the backend's own copy of the module
-    use_node(fakelib.dgx_h100())
+    use_node("dgx-h100")
     for name in ("nvmlDeviceGetNumaNodeId", "nvmlDeviceGetNvLinkRemoteDeviceType"):
         monkeypatch.delattr(pynvml, name)
     snap = _snapshot.take("purepython")
@@ -317,13 +309,13 @@ def test_fallback_treats_a_wrapper_missing_from_nvidia_ml_py_as_unsupported(
 
 
 def test_strict_snapshot_of_a_healthy_node_returns_it(take: Take) -> None:
-    assert len(take(fakelib.dgx_h100(), strict=True).accelerators) == 8
+    assert len(take("dgx-h100", strict=True).accelerators) == 8
 
 
 def test_a_failing_mig_instance_keeps_its_error_and_the_gpu_stays_clean(take: Take) -> None:
-    topology = fakelib.mig_node()
-    topology.gpus[0].fail["nvmlDeviceGetGpuInstanceId"] = 999
-    snap = take(topology)
+    machine = topology("mig")
+    machine.gpus[0].fail["nvmlDeviceGetGpuInstanceId"] = 999
+    snap = take(machine)
     gpu0 = snap.accelerators[0]
     assert gpu0.error is None
     first = gpu0.mig_instances[0]
@@ -333,4 +325,4 @@ def test_a_failing_mig_instance_keeps_its_error_and_the_gpu_stays_clean(take: Ta
         "nvmlDeviceGetGpuInstanceId failed: NVML_ERROR_UNKNOWN [999] (GPU 0 MIG slot 0)"
     )
     with pytest.raises(NVMLError, match="MIG slot 0"):
-        take(topology, strict=True)
+        take(machine, strict=True)

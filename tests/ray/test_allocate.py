@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import ray
@@ -20,13 +19,12 @@ from placement_ray.errors import (
 )
 
 
-def test_worker_runs_on_its_node_and_sees_exactly_its_gpus(
-    ray_env: Cluster, actors: list[Any]
-) -> None:
-    worker = allocate(DemoWorker, "probe", 2, [1, 3], {"MY_VAR": "x"}, ("lbl",), cluster=ray_env)
-    actors.append(worker.handle)
+def test_worker_runs_on_its_node_and_sees_exactly_its_gpus(placement_cluster: Cluster) -> None:
+    worker = allocate(
+        DemoWorker, "probe", 2, [1, 3], {"MY_VAR": "x"}, ("lbl",), cluster=placement_cluster
+    )
     (report,) = wait_started([worker], timeout_s=60)
-    assert report["node_id"] == ray_env.node(2).node_id
+    assert report["node_id"] == placement_cluster.node(2).node_id
     assert report["node_rank_label"] == "2"
     assert report["env"]["CUDA_VISIBLE_DEVICES"] == "1,3"
     assert report["env"]["MY_VAR"] == "x"
@@ -36,21 +34,18 @@ def test_worker_runs_on_its_node_and_sees_exactly_its_gpus(
     assert ray.get(worker.handle.ping.remote(7)) == (-1, 7)
 
 
-def test_worker_in_a_bundle_holds_a_share_of_its_first_gpu(
-    ray_env: Cluster, actors: list[Any]
-) -> None:
-    group = create_placement_group(ray_env, [{"GPU": 1}, {"GPU": 1}], pin_to=[1, 1])
+def test_worker_in_a_bundle_holds_a_share_of_its_first_gpu(placement_cluster: Cluster) -> None:
+    group = create_placement_group(placement_cluster, [{"GPU": 1}, {"GPU": 1}], pin_to=[1, 1])
     first, second = group.slots
     worker = allocate(
         DemoWorker,
         "tp2",
         1,
         [first.gpu_id, second.gpu_id],
-        cluster=ray_env,
+        cluster=placement_cluster,
         bundle=(group.pg, first.index),
         gpu_share=0.3,
     )
-    actors.append(worker.handle)
     (report,) = wait_started([worker], timeout_s=60)
     assert tuple(report["ray_gpu_ids"]) == (first.gpu_id,)
     assert report["env"]["CUDA_VISIBLE_DEVICES"] == f"{first.gpu_id},{second.gpu_id}"
@@ -102,15 +97,17 @@ def test_allocate_checks_the_interpreter_before_starting(cluster: Cluster) -> No
         allocate(DemoWorker, "w", 0, [], cluster=cluster, interpreter="/nope/python")
 
 
-def test_start_that_cannot_fit_times_out_naming_worker_and_cause(ray_env: Cluster) -> None:
-    group = create_placement_group(ray_env, [{"GPU": 1}], pin_to=[0])
+def test_start_that_cannot_fit_times_out_naming_worker_and_cause(
+    placement_cluster: Cluster,
+) -> None:
+    group = create_placement_group(placement_cluster, [{"GPU": 1}], pin_to=[0])
     bundle = (group.pg, group.slots[0].index)
     fits = allocate(
         DemoWorker,
         "first",
         0,
         [group.slots[0].gpu_id],
-        cluster=ray_env,
+        cluster=placement_cluster,
         bundle=bundle,
         gpu_share=0.7,
     )
@@ -119,7 +116,7 @@ def test_start_that_cannot_fit_times_out_naming_worker_and_cause(ray_env: Cluste
         "second",
         0,
         [group.slots[0].gpu_id],
-        cluster=ray_env,
+        cluster=placement_cluster,
         bundle=bundle,
         gpu_share=0.7,
     )
@@ -131,7 +128,7 @@ def test_start_that_cannot_fit_times_out_naming_worker_and_cause(ray_env: Cluste
     assert "no room for GPU share 0.7" in why
 
 
-def test_worker_whose_init_raises_is_reported(ray_env: Cluster) -> None:
-    worker = allocate(DemoWorker, "broken", 0, [], None, ("a", "b", "c"), cluster=ray_env)
+def test_worker_whose_init_raises_is_reported(placement_cluster: Cluster) -> None:
+    worker = allocate(DemoWorker, "broken", 0, [], None, ("a", "b", "c"), cluster=placement_cluster)
     with pytest.raises(WorkerStartError, match=r"broken on node 0.*died starting"):
         wait_started([worker], timeout_s=60)

@@ -23,75 +23,77 @@ def label_of(node_id: str) -> str:
     return next(n["Labels"]["node-rank"] for n in ray.nodes() if n["NodeID"] == node_id)
 
 
-def test_node_ranks_follow_the_node_rank_labels(ray_env: Cluster) -> None:
-    assert ray_env.num_nodes == NUM_NODES
-    assert [label_of(n.node_id) for n in ray_env.nodes] == ["0", "1", "2"]
+def test_node_ranks_follow_the_node_rank_labels(placement_cluster: Cluster) -> None:
+    assert placement_cluster.num_nodes == NUM_NODES
+    assert [label_of(n.node_id) for n in placement_cluster.nodes] == ["0", "1", "2"]
 
 
-def test_each_node_reports_on_itself_from_its_own_environment(ray_env: Cluster) -> None:
-    facts = discover_nodes([n.node_id for n in ray_env.nodes], timeout_s=60)
+def test_each_node_reports_on_itself_from_its_own_environment(placement_cluster: Cluster) -> None:
+    facts = discover_nodes([n.node_id for n in placement_cluster.nodes], timeout_s=60)
     assert [f.env for f in facts] == [{"PLACEMENT_NODE_RANK": str(r)} for r in range(NUM_NODES)]
     assert [f.is_driver for f in facts] == [True, False, False]
     for fact in facts:
         assert fact.snapshot is None or fact.snapshot["schema"] == 1
 
 
-def test_nodes_without_nvml_get_ray_logical_gpus(ray_env: Cluster) -> None:
-    for node in ray_env.nodes:
+def test_nodes_without_nvml_get_ray_logical_gpus(placement_cluster: Cluster) -> None:
+    for node in placement_cluster.nodes:
         assert node.accelerator_ids == tuple(range(GPUS_PER_NODE))
         assert {a.type for a in node.accelerators} == {"nvidia"}
         assert node.ip == "127.0.0.1"
 
 
-def test_shared_ip_is_warned_about(ray_env: Cluster) -> None:
-    assert any("nodes 0, 1, 2 share IP 127.0.0.1" in w for w in ray_env.warnings)
+def test_shared_ip_is_warned_about(placement_cluster: Cluster) -> None:
+    assert any("nodes 0, 1, 2 share IP 127.0.0.1" in w for w in placement_cluster.warnings)
 
 
-def test_master_addr_is_node_0s_ip(ray_env: Cluster) -> None:
-    assert ray_env.master_addr == "127.0.0.1"
+def test_master_addr_is_node_0s_ip(placement_cluster: Cluster) -> None:
+    assert placement_cluster.master_addr == "127.0.0.1"
 
 
-def test_node_address_is_that_nodes_ip(ray_env: Cluster) -> None:
-    assert [ray_env.node_address(r) for r in range(3)] == ["127.0.0.1"] * 3
+def test_node_address_is_that_nodes_ip(placement_cluster: Cluster) -> None:
+    assert [placement_cluster.node_address(r) for r in range(3)] == ["127.0.0.1"] * 3
 
 
-def test_rank_of_an_unknown_node_is_an_error(ray_env: Cluster) -> None:
-    with pytest.raises(ClusterError, match="Ray node ffff is not one of job 'tests'"):
-        ray_env.rank_of("ffff")
+def test_rank_of_an_unknown_node_is_an_error(placement_cluster: Cluster) -> None:
+    with pytest.raises(ClusterError, match="Ray node ffff is not one of job 'pytest'"):
+        placement_cluster.rank_of("ffff")
 
 
-def test_a_worker_process_of_the_job_sees_the_same_view(ray_env: Cluster) -> None:
+def test_a_worker_process_of_the_job_sees_the_same_view(placement_cluster: Cluster) -> None:
     @ray.remote(num_cpus=0)
     def view() -> tuple[str, list[str]]:
         attached = Cluster(export_env=False)
         return attached.job, [n.node_id for n in attached.nodes]
 
     job, node_ids = ray.get(view.remote(), timeout=60)
-    assert job == "tests"
-    assert node_ids == [n.node_id for n in ray_env.nodes]
+    assert job == "pytest"
+    assert node_ids == [n.node_id for n in placement_cluster.nodes]
 
 
-def test_a_subprocess_given_attach_env_joins_the_same_view(ray_env: Cluster) -> None:
+def test_a_subprocess_given_attach_env_joins_the_same_view(placement_cluster: Cluster) -> None:
     code = (
         "from placement_ray._cluster import Cluster\n"
         "import json\n"
         "c = Cluster(export_env=False)\n"
         "print(json.dumps([c.job, c.namespace, [n.node_id for n in c.nodes]]))\n"
     )
-    out = run_python(code, ray_env.attach_env())
+    out = run_python(code, placement_cluster.attach_env())
     job, namespace, node_ids = json.loads(out.strip().splitlines()[-1])
-    assert (job, namespace) == ("tests", "placement-tests")
-    assert node_ids == [n.node_id for n in ray_env.nodes]
+    assert (job, namespace) == ("pytest", "placement-pytest")
+    assert node_ids == [n.node_id for n in placement_cluster.nodes]
 
 
-def test_another_job_gets_its_own_namespace_and_cannot_see_our_actors(ray_env: Cluster) -> None:
-    env = {"RAY_ADDRESS": ray_env.address, "PLACEMENT_JOB": "other"}
+def test_another_job_gets_its_own_namespace_and_cannot_see_our_actors(
+    placement_cluster: Cluster,
+) -> None:
+    env = {"RAY_ADDRESS": placement_cluster.address, "PLACEMENT_JOB": "other"}
     code = (
         "import ray, json\n"
         "from placement_ray._cluster import Cluster, STATE_ACTOR_NAME\n"
         "c = Cluster(export_env=False)\n"
         "try:\n"
-        "    ray.get_actor(STATE_ACTOR_NAME, namespace='placement-tests')\n"
+        "    ray.get_actor(STATE_ACTOR_NAME, namespace='placement-pytest')\n"
         "    cross = True\n"
         "except ValueError:\n"
         "    cross = False\n"
@@ -108,16 +110,16 @@ def test_another_job_gets_its_own_namespace_and_cannot_see_our_actors(ray_env: C
 
 
 def test_a_process_of_another_cluster_is_refused(
-    ray_env: Cluster, monkeypatch: pytest.MonkeyPatch
+    placement_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PLACEMENT_CLUSTER_ID", "0" * 56)
     with pytest.raises(ForeignClusterError, match="set RAY_ADDRESS to the job's cluster") as info:
         Cluster(export_env=False)
-    assert info.value.found == ray_env.cluster_id
+    assert info.value.found == placement_cluster.cluster_id
 
 
 def test_by_default_the_process_environment_is_left_alone(
-    ray_env: Cluster, monkeypatch: pytest.MonkeyPatch
+    placement_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("PLACEMENT_CLUSTER_ID", raising=False)
     import os
@@ -130,20 +132,22 @@ def test_by_default_the_process_environment_is_left_alone(
 
 
 def test_export_env_sets_and_shutdown_restores_the_attach_variables(
-    ray_env: Cluster, monkeypatch: pytest.MonkeyPatch
+    placement_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("PLACEMENT_JOB", raising=False)
     import os
 
     attached = Cluster(export_env=True)
-    assert os.environ["PLACEMENT_JOB"] == "tests"
-    assert os.environ["PLACEMENT_CLUSTER_ID"] == ray_env.cluster_id
+    assert os.environ["PLACEMENT_JOB"] == "pytest"
+    assert os.environ["PLACEMENT_CLUSTER_ID"] == placement_cluster.cluster_id
     attached.shutdown()
     assert "PLACEMENT_JOB" not in os.environ
     assert ray.is_initialized()
 
 
-def test_waiting_for_more_nodes_times_out_naming_the_missing_ranks(ray_env: Cluster) -> None:
+def test_waiting_for_more_nodes_times_out_naming_the_missing_ranks(
+    placement_cluster: Cluster,
+) -> None:
     lines: list[str] = []
     with pytest.raises(NodesNotReadyError, match="3/5 nodes up, waiting for ranks 3, 4") as info:
         wait_for_nodes(5, timeout_s=0.3, poll_s=0.1, progress=lines.append)
@@ -167,7 +171,7 @@ def test_waiting_with_a_bad_timeout_or_poll_names_the_argument(
         wait_for_nodes(1, **kwargs)  # type: ignore[arg-type]
 
 
-def test_enough_nodes_return_at_once(ray_env: Cluster) -> None:
+def test_enough_nodes_return_at_once(placement_cluster: Cluster) -> None:
     assert len(wait_for_nodes(NUM_NODES, timeout_s=5)) == NUM_NODES
 
 
@@ -187,14 +191,14 @@ def test_enough_nodes_return_at_once(ray_env: Cluster) -> None:
     ],
 )
 def test_bad_arguments_name_the_argument(
-    ray_env: Cluster, kwargs: dict[str, object], match: str
+    placement_cluster: Cluster, kwargs: dict[str, object], match: str
 ) -> None:
     with pytest.raises(ArgumentError, match=match):
         Cluster(export_env=False, **kwargs)  # type: ignore[arg-type]
 
 
-def test_a_job_name_that_contradicts_the_connection_is_an_error(ray_env: Cluster) -> None:
-    with pytest.raises(ClusterError, match="namespace 'placement-tests', but job 'x'"):
+def test_a_job_name_that_contradicts_the_connection_is_an_error(placement_cluster: Cluster) -> None:
+    with pytest.raises(ClusterError, match="namespace 'placement-pytest', but job 'x'"):
         Cluster(job="x", export_env=False)
 
 
@@ -226,7 +230,7 @@ def test_a_child_of_a_job_without_an_address_refuses_to_start_a_cluster() -> Non
     assert "refused: this process belongs to job 'j' on cluster abc" in out
 
 
-def test_attaching_with_another_node_count_is_an_error(ray_env: Cluster) -> None:
+def test_attaching_with_another_node_count_is_an_error(placement_cluster: Cluster) -> None:
     with pytest.raises(
         ClusterError, match="already has a view of 3 nodes, this process asks for 2"
     ):

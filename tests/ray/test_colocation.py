@@ -78,7 +78,7 @@ def test_check_passes_exactly_when_every_gpu_sums_to_at_most_one(
             check_shares(shares)
 
 
-def test_launch_checks_sums_before_creating_anything(ray_env: Cluster) -> None:
+def test_launch_checks_sums_before_creating_anything(placement_cluster: Cluster) -> None:
     config = {
         "cluster": {
             "num_nodes": 3,
@@ -90,7 +90,7 @@ def test_launch_checks_sums_before_creating_anything(ray_env: Cluster) -> None:
         launch(
             config,
             dict.fromkeys(("actor", "critic", "rollout"), DemoWorker),
-            ray_env,
+            placement_cluster,
             gpu_share={"actor": 0.4, "critic": 0.4, "rollout": 0.3},
         )
     assert set(placement_group_table()) == before

@@ -36,7 +36,7 @@ def test_a_config_without_node_settings_is_left_as_it_is() -> None:
     assert environ[HARDWARE_CONFIG_ENV] == written
 
 
-def test_a_launched_franka_without_robot_ip_gets_its_nodes(ray_env: Cluster) -> None:
+def test_a_launched_franka_without_robot_ip_gets_its_nodes(placement_cluster: Cluster) -> None:
     config = {
         "cluster": {
             "num_nodes": 3,
@@ -52,7 +52,7 @@ def test_a_launched_franka_without_robot_ip_gets_its_nodes(ray_env: Cluster) -> 
             ],
         }
     }
-    with launch(config, {"arm": DemoWorker}, ray_env, timeout_s=120) as launched:
+    with launch(config, {"arm": DemoWorker}, placement_cluster, timeout_s=120) as launched:
         assert json.loads(launched.plan.env("arm", 0)[HARDWARE_CONFIG_ENV])["from_node"] == (
             FROM_NODE
         )

@@ -20,8 +20,7 @@ from placement_ray._cluster import Cluster
 from placement_ray._launch import HARDWARE_CONFIG_ENV, Launch, launch
 from placement_ray.demo.workers import DemoWorker
 from placement_ray.errors import ArgumentError, InterpreterError, WorkerCallError
-
-from .conftest import wait_until_idle
+from placement_ray.testing import SimulatedCluster
 
 COMPONENTS = ("actor", "rollout", "infer", "arm", "agent")
 
@@ -63,11 +62,10 @@ def config(interpreter: str) -> dict[str, Any]:
     }
 
 
-# First in the module: it uses `ray_env`, whose clean-up removes every placement group,
-# so it must run before the module-scoped launch below exists.
-def test_partial_node_maps_plan_ids_onto_the_gpus_ray_reserved(ray_env: Cluster) -> None:
+# Its own launch, cleaned up by `placement_cluster` (what the test created, nothing more).
+def test_partial_node_maps_plan_ids_onto_the_gpus_ray_reserved(placement_cluster: Cluster) -> None:
     config = {"cluster": {"num_nodes": 3, "component_placement": {"actor": "2-3"}}}
-    with launch(config, {"actor": DemoWorker}, ray_env, timeout_s=120) as launched:
+    with launch(config, {"actor": DemoWorker}, placement_cluster, timeout_s=120) as launched:
         assert launched.verify() == []
         group = launched["actor"]
         held = sorted(launched.gpu_map.values())
@@ -80,9 +78,9 @@ def test_partial_node_maps_plan_ids_onto_the_gpus_ray_reserved(ray_env: Cluster)
         assert [w.gpu_ids[0] for w in group.workers] == held  # order kept
 
 
-def test_a_plan_from_assignments_launches_as_it_is(ray_env: Cluster) -> None:
-    given = plan_from_assignments({"actor": [(1, (1,)), (2, (0, 3))]}, ray_env.inventory)
-    with launch(given, {"actor": DemoWorker}, ray_env, timeout_s=120) as launched:
+def test_a_plan_from_assignments_launches_as_it_is(placement_cluster: Cluster) -> None:
+    given = plan_from_assignments({"actor": [(1, (1,)), (2, (0, 3))]}, placement_cluster.inventory)
+    with launch(given, {"actor": DemoWorker}, placement_cluster, timeout_s=120) as launched:
         assert launched.plan is given
         assert launched.verify() == []
         assert [w.node_rank for w in launched["actor"].workers] == [1, 2]
@@ -99,7 +97,8 @@ def wrapper(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def launched(cluster: Cluster, wrapper: str) -> Iterator[Launch]:
+def launched(simulated: SimulatedCluster, cluster: Cluster, wrapper: str) -> Iterator[Launch]:
+    before = simulated.baseline()
     result = launch(
         config(wrapper),
         dict.fromkeys(COMPONENTS, DemoWorker),
@@ -111,7 +110,7 @@ def launched(cluster: Cluster, wrapper: str) -> Iterator[Launch]:
         yield result
     finally:
         result.shutdown()
-        wait_until_idle()
+        simulated.cleanup(before)
 
 
 def envs(launched: Launch, component: str, name: str) -> list[str | None]:

@@ -11,30 +11,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import ray
 from ray.util.placement_group import placement_group_table
 
 from placement_ray._cluster import Cluster
 from placement_ray._failure import check_health, occupants
 from placement_ray._slime.layout import SlimeLayout, create_placement_groups
 from placement_ray.errors import NodeLostError
-
-from .conftest import connect, reconnect_session, start_simulated_cluster
+from placement_ray.testing import SimulatedCluster
 
 
 @pytest.fixture(scope="module")
 def lossy() -> Iterator[tuple[Any, Cluster, SlimeLayout]]:
     """3 unlabelled nodes x 2 GPUs, fully reserved by a disaggregated slime layout."""
-    sim = start_simulated_cluster(3, labelled=False, num_gpus=2, num_cpus=2)
-    try:
-        connect(sim.address)
-        view = Cluster(3, timeout_s=60, export_env=False)
+    with SimulatedCluster(nodes=3, labelled=False, gpus_per_node=2, cpus_per_node=2) as simulated:
+        view = simulated.view()
         layout = create_placement_groups(1, 4, 2, cluster=view, timeout_s=30)
-        yield sim, view, layout
-    finally:
-        ray.shutdown()
-        sim.shutdown()
-        reconnect_session()
+        yield simulated.ray_cluster, view, layout
 
 
 def test_without_labels_the_driver_node_comes_first(lossy: Any) -> None:

@@ -62,9 +62,9 @@ def test_no_submodule_is_named_like_an_export() -> None:
     assert submodules & set(placement_ray.__all__) == set()
 
 
-def test_every_submodule_but_errors_and_demo_is_private() -> None:
+def test_every_submodule_but_errors_demo_and_testing_is_private() -> None:
     public = {m.name for m in pkgutil.iter_modules(placement_ray.__path__)}
-    assert {n for n in public if not n.startswith("_")} == {"errors", "demo"}
+    assert {n for n in public if not n.startswith("_")} == {"errors", "demo", "testing"}
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,7 @@ from placement_ray._slime.rollout import (
 )
 from placement_ray.demo.workers import DemoEngine
 from placement_ray.errors import ArgumentError
-
-from .conftest import wait_until_idle
+from placement_ray.testing import SimulatedCluster
 
 
 def bundles(*gpus: tuple[int, int]) -> RoleBundles:
@@ -83,13 +82,14 @@ def test_strided_with_a_trainer_tp_that_is_not_a_multiple_is_an_error(cluster: C
 
 
 @pytest.fixture(scope="module")
-def layout(cluster: Cluster) -> Iterator[SlimeLayout]:
+def layout(simulated: SimulatedCluster, cluster: Cluster) -> Iterator[SlimeLayout]:
+    before = simulated.baseline()
     result = create_placement_groups(1, 4, 8, cluster=cluster, cpus_per_bundle=0)
     try:
         yield result
     finally:
         result.remove()
-        wait_until_idle()
+        simulated.cleanup(before)
 
 
 @pytest.fixture(scope="module")

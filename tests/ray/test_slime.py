@@ -25,8 +25,10 @@ def assert_ordered_whole_nodes(role: RoleBundles) -> None:
     assert all(0 <= gpu < GPUS_PER_NODE for gpu in role.gpu_ids)
 
 
-def test_disaggregated_actor_takes_the_first_bundles_rollout_the_rest(ray_env: Cluster) -> None:
-    layout = create_placement_groups(2, 4, 4, cluster=ray_env)
+def test_disaggregated_actor_takes_the_first_bundles_rollout_the_rest(
+    placement_cluster: Cluster,
+) -> None:
+    layout = create_placement_groups(2, 4, 4, cluster=placement_cluster)
     actor, rollout = layout["actor"], layout["rollout"]
     assert layout.mode == "disaggregated"
     assert (len(actor), len(rollout)) == (8, 4)
@@ -39,48 +41,50 @@ def test_disaggregated_actor_takes_the_first_bundles_rollout_the_rest(ray_env: C
     assert actor.bundle_indices + rollout.bundle_indices == layout.group.bundle_indices
 
 
-def test_bundles_are_one_gpu_and_one_cpu(ray_env: Cluster) -> None:
-    layout = create_placement_groups(1, 2, 1, cluster=ray_env)
+def test_bundles_are_one_gpu_and_one_cpu(placement_cluster: Cluster) -> None:
+    layout = create_placement_groups(1, 2, 1, cluster=placement_cluster)
     bundles = placement_group_table(layout.group.pg)["bundles"]
     assert list(bundles.values()) == [{"GPU": 1.0, "CPU": 1.0}] * 3
 
 
-def test_colocate_gives_both_roles_the_same_bundles(ray_env: Cluster) -> None:
-    layout = create_placement_groups(2, 4, 8, colocate=True, cluster=ray_env)
+def test_colocate_gives_both_roles_the_same_bundles(placement_cluster: Cluster) -> None:
+    layout = create_placement_groups(2, 4, 8, colocate=True, cluster=placement_cluster)
     assert layout.mode == "colocate"
     assert len(layout.group.slots) == 8
     assert layout["actor"].bundle_indices == layout["rollout"].bundle_indices
     assert_ordered_whole_nodes(layout["actor"])
 
 
-def test_colocate_with_more_rollout_gpus_reserves_the_larger_count(ray_env: Cluster) -> None:
-    layout = create_placement_groups(1, 4, 8, colocate=True, cluster=ray_env)
+def test_colocate_with_more_rollout_gpus_reserves_the_larger_count(
+    placement_cluster: Cluster,
+) -> None:
+    layout = create_placement_groups(1, 4, 8, colocate=True, cluster=placement_cluster)
     actor, rollout = layout["actor"], layout["rollout"]
     assert (len(layout.group.slots), len(actor), len(rollout)) == (8, 4, 8)
     assert rollout.bundle_indices[:4] == actor.bundle_indices
     assert_ordered_whole_nodes(rollout)
 
 
-def test_debug_train_only_has_no_rollout(ray_env: Cluster) -> None:
-    layout = create_placement_groups(1, 4, 4, debug_train_only=True, cluster=ray_env)
+def test_debug_train_only_has_no_rollout(placement_cluster: Cluster) -> None:
+    layout = create_placement_groups(1, 4, 4, debug_train_only=True, cluster=placement_cluster)
     assert (len(layout.group.slots), len(layout["actor"]), len(layout["rollout"])) == (4, 4, 0)
     assert_ordered_whole_nodes(layout["actor"])
 
 
-def test_debug_rollout_only_has_no_actor(ray_env: Cluster) -> None:
-    layout = create_placement_groups(1, 4, 6, debug_rollout_only=True, cluster=ray_env)
+def test_debug_rollout_only_has_no_actor(placement_cluster: Cluster) -> None:
+    layout = create_placement_groups(1, 4, 6, debug_rollout_only=True, cluster=placement_cluster)
     assert (len(layout.group.slots), len(layout["actor"]), len(layout["rollout"])) == (6, 0, 6)
     assert_ordered_whole_nodes(layout["rollout"])
 
 
-def test_a_layout_too_big_for_the_cluster_fails_at_once(ray_env: Cluster) -> None:
+def test_a_layout_too_big_for_the_cluster_fails_at_once(placement_cluster: Cluster) -> None:
     started = time.monotonic()
     with pytest.raises(InfeasiblePlacementGroupError, match="asks for GPU 16 in total"):
-        create_placement_groups(2, 4, 8, cluster=ray_env)
+        create_placement_groups(2, 4, 8, cluster=placement_cluster)
     assert time.monotonic() - started < 2
 
 
-def test_unknown_role_is_a_key_error(ray_env: Cluster) -> None:
-    layout = create_placement_groups(1, 1, 1, cluster=ray_env)
+def test_unknown_role_is_a_key_error(placement_cluster: Cluster) -> None:
+    layout = create_placement_groups(1, 1, 1, cluster=placement_cluster)
     with pytest.raises(KeyError, match="unknown role 'critic'"):
         layout["critic"]

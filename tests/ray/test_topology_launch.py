@@ -38,28 +38,39 @@ def snapshot_plan(cluster: Cluster) -> Plan:
     return plan(CONFIG, Inventory((node, *live.nodes[1:])))
 
 
-def test_busy_gpus_are_refused_before_anything_is_reserved(ray_env: Cluster) -> None:
+def test_busy_gpus_are_refused_before_anything_is_reserved(placement_cluster: Cluster) -> None:
     with pytest.raises(BusyAcceleratorError) as caught:
-        launch(snapshot_plan(ray_env), {"actor": DemoWorker}, ray_env)
+        launch(snapshot_plan(placement_cluster), {"actor": DemoWorker}, placement_cluster)
     assert "node 0 (" in str(caught.value)
     assert "accelerator 1 already runs 1 process: pid 4242 (1.0 GiB)" in str(caught.value)
     assert caught.value.busy == ((0, 1, (4242,)),)
 
 
-def test_allowed_busy_gpus_start_and_workers_are_bound_to_their_cpus(ray_env: Cluster) -> None:
-    the_plan = snapshot_plan(ray_env)
+def test_allowed_busy_gpus_start_and_workers_are_bound_to_their_cpus(
+    placement_cluster: Cluster,
+) -> None:
+    the_plan = snapshot_plan(placement_cluster)
     planned = [p.cpus for p in the_plan.placements("actor")]
     assert all(planned)
     with launch(
-        the_plan, {"actor": DemoWorker}, ray_env, allow_busy=True, bind_cpus=True, timeout_s=120
+        the_plan,
+        {"actor": DemoWorker},
+        placement_cluster,
+        allow_busy=True,
+        bind_cpus=True,
+        timeout_s=120,
     ) as launched:
         reports = launched["actor"].reports
         assert [r["env"]["PLACEMENT_CPU_AFFINITY"] for r in reports] == planned
         assert [r["cpus"] for r in reports] == planned
 
 
-def test_without_bind_cpus_workers_keep_every_cpu(ray_env: Cluster) -> None:
+def test_without_bind_cpus_workers_keep_every_cpu(placement_cluster: Cluster) -> None:
     with launch(
-        snapshot_plan(ray_env), {"actor": DemoWorker}, ray_env, allow_busy=True, timeout_s=120
+        snapshot_plan(placement_cluster),
+        {"actor": DemoWorker},
+        placement_cluster,
+        allow_busy=True,
+        timeout_s=120,
     ) as launched:
         assert {r["cpus"] for r in launched["actor"].reports} == {CPUS}

@@ -17,18 +17,18 @@ from placement_ray._slime.rollout import create_rollout_engines
 from placement_ray._slime.train_group import TrainGroup, create_train_group
 from placement_ray.demo.workers import DemoEngine, DemoTrainer
 from placement_ray.errors import OversubscribedGPUError
-
-from .conftest import wait_until_idle
+from placement_ray.testing import SimulatedCluster
 
 
 @pytest.fixture(scope="module")
-def layout(cluster: Cluster) -> Iterator[SlimeLayout]:
+def layout(simulated: SimulatedCluster, cluster: Cluster) -> Iterator[SlimeLayout]:
+    before = simulated.baseline()
     result = create_placement_groups(1, 4, 4, colocate=True, cluster=cluster, cpus_per_bundle=0)
     try:
         yield result
     finally:
         result.remove()
-        wait_until_idle()
+        simulated.cleanup(before)
 
 
 @pytest.fixture(scope="module")

@@ -8,15 +8,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import ray
 from ray.util.placement_group import placement_group_table
 
 from placement_ray._cluster import Cluster
 from placement_ray._launch import Launch, launch
 from placement_ray.demo.workers import DemoWorker
 from placement_ray.errors import ArgumentError, NodeLostError, PortNotHeldError
-
-from .conftest import connect, reconnect_session, start_simulated_cluster
+from placement_ray.testing import SimulatedCluster
 
 CONFIG = {"cluster": {"num_nodes": 2, "component_placement": {"actor": "0-3"}}}
 
@@ -24,16 +22,10 @@ CONFIG = {"cluster": {"num_nodes": 2, "component_placement": {"actor": "0-3"}}}
 @pytest.fixture(scope="module")
 def two_nodes() -> Iterator[tuple[Any, Cluster, Launch]]:
     """2 labelled nodes x 2 GPUs; one actor per GPU (ranks 2, 3 on node 1)."""
-    sim = start_simulated_cluster(2, num_gpus=2, num_cpus=2)
-    try:
-        connect(sim.address)
-        view = Cluster(2, timeout_s=60, export_env=False)
+    with SimulatedCluster(nodes=2, gpus_per_node=2, cpus_per_node=2) as simulated:
+        view = simulated.view()
         launched = launch(CONFIG, {"actor": DemoWorker}, view, timeout_s=120)
-        yield sim, view, launched
-    finally:
-        ray.shutdown()
-        sim.shutdown()
-        reconnect_session()
+        yield simulated.ray_cluster, view, launched
 
 
 def test_workers_hand_the_master_port_over_themselves(two_nodes: Any) -> None:

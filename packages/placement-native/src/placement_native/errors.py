@@ -16,7 +16,10 @@ Hierarchy::
     │                                   the compiled extension belongs to another version
     ├── EnvVarError (ValueError)        a PLACEMENT_* environment variable is unusable
     ├── PortError (ValueError)          bad arguments to the port functions
-    └── NoFreePortsError (OSError)      nothing free in the searched range
+    ├── NoFreePortsError (OSError)      nothing free in the searched range
+    ├── FakeNVMLBuildError (RuntimeError)
+    │                                   the testing kit's fake NVML could not be compiled
+    └── FakeTopologyError (ValueError)  an unknown or malformed fake-NVML topology
 
 Every exception pickles (they cross Ray process boundaries): constructor arguments are
 kept and replayed by ``__reduce__``.
@@ -31,6 +34,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BackendMismatchError",
     "EnvVarError",
+    "FakeNVMLBuildError",
+    "FakeTopologyError",
     "NVMLAnswerError",
     "NVMLDriverNotLoadedError",
     "NVMLError",
@@ -251,3 +256,27 @@ class PortError(NativeError, ValueError):
 
 class NoFreePortsError(NativeError, OSError):
     """No free port (or run of consecutive ports) exists in the searched range."""
+
+
+class FakeNVMLBuildError(NativeError, RuntimeError):
+    """The testing kit's fake ``libnvidia-ml`` could not be compiled.
+
+    Attributes:
+        compiler: The compiler command tried, or an empty string when none was found.
+    """
+
+    def __init__(self, message: str, *, compiler: str = "") -> None:
+        self.compiler = compiler
+        super().__init__(message)
+
+
+class FakeTopologyError(NativeError, ValueError):
+    """A fake-NVML topology name is unknown, or a topology (file) is malformed.
+
+    Attributes:
+        field: The offending field (``gpus[2].nvlinks[0].remote``), or an empty string.
+    """
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        self.field = field
+        super().__init__(message)

@@ -1,0 +1,465 @@
+"""The machine a fake NVML serves: GPUs, their links and MIG instances, what fails.
+
+``Topology.render()`` writes the directive file the C library reads (``FAKE_NVML_TOPOLOGY``,
+format in ``fake_nvml.c``); ``Topology.from_dict`` / ``load_topology`` read the JSON form
+users write (documented in the package README and the testing guide).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from placement_native._assemble import P2P_NAMES, TOPOLOGY_LEVELS
+from placement_native.errors import NVML_CODE_NAMES, FakeTopologyError
+
+__all__ = [
+    "FakeGpu",
+    "FakeLink",
+    "FakeMig",
+    "Topology",
+    "load_topology",
+]
+
+H100 = "NVIDIA H100 80GB HBM3"
+H100_MEMORY = 85520809984
+
+# What the C side can hold (fake_nvml.c: MAX_GPUS, MAX_MIG, MAX_LINKS, MAX_FAILS, buffers).
+MAX_GPUS, MAX_MIG, MAX_LINKS, MAX_FAILS, MAX_FUNCTION = 64, 8, 36, 8, 63
+U32_MAX = 2**32 - 1
+
+LEVEL_VALUES = {name: value for value, name in TOPOLOGY_LEVELS.items() if name != "X"}
+P2P_VALUES = {name: value for value, name in P2P_NAMES.items()}
+CODE_VALUES = {name: code for code, name in NVML_CODE_NAMES.items()}
+REMOTE_TYPES = {"gpu": 0, "switch": 2}  # nvmlIntNvLinkDeviceType_t
+
+
+@dataclass
+class FakeMig:
+    """One MIG instance of a GPU in MIG mode (its slot in the GPU's MIG device table)."""
+
+    slot: int
+    gpu_instance: int
+    compute_instance: int
+    memory: int
+    uuid: str
+    name: str
+
+
+@dataclass
+class FakeLink:
+    """One NVLink of a GPU: its slot, the bus id at the far end, and what is there."""
+
+    link: int
+    remote_bus: str
+    active: bool = True
+    remote: Literal["gpu", "switch"] = "gpu"
+
+
+@dataclass
+class FakeGpu:
+    """One fake GPU; a property left None is not supported (NVML answers NOT_SUPPORTED).
+
+    Attributes:
+        fail: NVML function name -> the return code it gives for this GPU.
+    """
+
+    name: str = H100
+    uuid: str = ""
+    bus: str = ""
+    memory: int = H100_MEMORY
+    numa: int | None = None
+    cpus: str | None = None
+    compute_capability: tuple[int, int] = (9, 0)
+    mig: bool | None = False
+    mig_slots: int = 0
+    mig_devices: list[FakeMig] = field(default_factory=list)
+    nvlink_slots: int = 0
+    nvlinks: list[FakeLink] = field(default_factory=list)
+    fail: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Topology:
+    """A fake node: what its NVML answers.
+
+    Attributes:
+        gpus: The GPUs, by NVML index.
+        driver: The driver version string.
+        init_error: ``nvmlInit``'s return code (0: it succeeds).
+        levels: PCIe level of GPU pairs ``(a, b)``: ``PIX``, ``PXB``, ``PHB``, ``NODE`` or
+            ``SYS`` (pairs left out are ``SYS``).
+        p2p: P2P status of GPU pairs: ``OK``, ``CNS``, ``GNS``, ``TNS``, ``DIS``, ``NS``,
+            ``U`` (pairs left out are ``NS``).
+        old_driver: Serve the library without the symbols newer drivers add (NUMA node id,
+            memory and scoped CPU affinity, MIG, NVLink remote device type).
+        numa_nodes: NUMA nodes of the fake host's sysfs; None counts those the GPUs name.
+        count: The device count NVML answers whatever GPUs are described (handles past
+            the described ones are INVALID_ARGUMENT); None: the number of GPUs.
+        shutdown_error: ``nvmlShutdown``'s return code.
+
+    Text may hold lone surrogates (``"\\udcff"``): they are written as the bytes they stand
+    for, so the library serves strings that are not valid UTF-8. Text longer than NVML's
+    buffers is cut as the real library's buffers would cut it.
+    """
+
+    gpus: list[FakeGpu] = field(default_factory=list)
+    driver: str = "550.54.15"
+    init_error: int = 0
+    levels: dict[tuple[int, int], str] = field(default_factory=dict)
+    p2p: dict[tuple[int, int], str] = field(default_factory=dict)
+    old_driver: bool = False
+    numa_nodes: int | None = None
+    count: int | None = None
+    shutdown_error: int = 0
+
+    def host_numa_nodes(self) -> int:
+        """NUMA nodes the fake host reports: ``numa_nodes``, else those the GPUs name."""
+        if self.numa_nodes is not None:
+            return self.numa_nodes
+        return max((g.numa for g in self.gpus if g.numa is not None), default=0) + 1
+
+    def validate(self) -> None:
+        """Check that the C library can serve this machine exactly as described.
+
+        Raises:
+            FakeTopologyError: naming the field, its value and what was expected.
+        """
+        _check(len(self.gpus) <= MAX_GPUS, "gpus", len(self.gpus), f"at most {MAX_GPUS} GPUs")
+        _text(self.driver, "driver", spaces=False)
+        if self.count is not None:
+            _check(0 <= self.count <= U32_MAX, "count", self.count, f"0..{U32_MAX}")
+        for i, gpu in enumerate(self.gpus):
+            _gpu_checks(gpu, f"gpus[{i}]")
+        for name, pairs, known in (
+            ("levels", self.levels, LEVEL_VALUES),
+            ("p2p", self.p2p, P2P_VALUES),
+        ):
+            for (a, b), value in pairs.items():
+                where = f"{name}[{a}, {b}]"
+                for end in (a, b):
+                    _check(
+                        0 <= end < len(self.gpus),
+                        where,
+                        end,
+                        f"GPU indexes 0..{len(self.gpus) - 1}",
+                    )
+                _check(value in known, where, value, f"one of {', '.join(known)}")
+        if self.numa_nodes is not None:
+            _check(self.numa_nodes >= 1, "numa_nodes", self.numa_nodes, "an int >= 1")
+
+    def render(self) -> str:
+        """The directive file ``fake_nvml.c`` reads."""
+        lines = [f"driver {self.driver}", f"init {self.init_error}"]
+        lines.append(f"shutdown {self.shutdown_error}")
+        if self.count is not None:
+            lines.append(f"count {self.count}")
+        for i, g in enumerate(self.gpus):
+            lines += [f"gpu {i} name {g.name}", f"gpu {i} uuid {g.uuid}", f"gpu {i} bus {g.bus}"]
+            cc = g.compute_capability
+            lines += [f"gpu {i} mem {g.memory}", f"gpu {i} cc {cc[0]} {cc[1]}"]
+            if g.numa is not None:
+                lines.append(f"gpu {i} numa {g.numa}")
+            if g.cpus is not None:
+                lines.append(f"gpu {i} cpus {g.cpus}")
+            if g.mig is not None:
+                lines += [f"gpu {i} mig {int(g.mig)}", f"gpu {i} migslots {g.mig_slots}"]
+            for m in g.mig_devices:
+                lines.append(
+                    f"gpu {i} migdev {m.slot} {m.gpu_instance} {m.compute_instance} "
+                    f"{m.memory} {m.uuid} {m.name}"
+                )
+            if g.nvlink_slots:
+                lines.append(f"gpu {i} links {g.nvlink_slots}")
+            for k in g.nvlinks:
+                kind = REMOTE_TYPES[k.remote]
+                lines.append(f"gpu {i} nvlink {k.link} {int(k.active)} {kind} {k.remote_bus}")
+            for function, code in g.fail.items():
+                lines.append(f"gpu {i} fail {function} {code}")
+        for (a, b), level in sorted(self.levels.items()):
+            lines.append(f"topo {a} {b} {LEVEL_VALUES[level]}")
+        for (a, b), status in sorted(self.p2p.items()):
+            lines.append(f"p2p {a} {b} {P2P_VALUES[status]}")
+        return "\n".join(lines) + "\n"
+
+    def write(self, path: Path) -> Path:
+        """Validate, then write the directive file to ``path``; returns ``path``."""
+        self.validate()
+        path.write_text(self.render(), encoding="utf-8", errors="surrogateescape")
+        return path
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "topology") -> Topology:
+        """A topology from its JSON form (see the package README for the format).
+
+        Args:
+            data: The decoded JSON object.
+            source: Names the input in error messages (a file path).
+
+        Raises:
+            FakeTopologyError: a field is unknown, missing, or of the wrong type or value.
+        """
+        try:
+            return cls._from_dict(data)
+        except FakeTopologyError as error:
+            raise FakeTopologyError(f"{source}: {error}", field=error.field) from None
+
+    @classmethod
+    def _from_dict(cls, data: Any) -> Topology:
+        top = _Reader(data, "")
+        top.keys(
+            {"gpus"},
+            {
+                "driver",
+                "init_error",
+                "shutdown_error",
+                "count",
+                "old_driver",
+                "numa_nodes",
+                "levels",
+                "p2p",
+            },
+        )
+        gpus = [_gpu_from(item, index) for index, item in enumerate(top.list("gpus"))]
+        topology = cls(
+            gpus=gpus,
+            driver=top.get("driver", str, "550.54.15"),
+            init_error=_code(top.get("init_error", (int, str), 0), "init_error"),
+            shutdown_error=_code(top.get("shutdown_error", (int, str), 0), "shutdown_error"),
+            count=top.get("count", (int, type(None)), None),
+            levels=_pairs(top, "levels"),
+            p2p=_pairs(top, "p2p"),
+            old_driver=top.get("old_driver", bool, False),
+            numa_nodes=top.get("numa_nodes", (int, type(None)), None),
+        )
+        topology.validate()
+        return topology
+
+
+def load_topology(path: str | os.PathLike[str]) -> Topology:
+    """Read a topology from a JSON file.
+
+    Raises:
+        FakeTopologyError: the file cannot be read, is not JSON, or describes no valid node.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FakeTopologyError(f"cannot read topology file {path}: {exc}", field="") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FakeTopologyError(
+            f"topology file {path} is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            field="",
+        ) from None
+    return Topology.from_dict(data, source=str(path))
+
+
+# ------------------------------------------------------------------------------ checks
+
+
+def _check(ok: bool, where: str, value: object, expected: str) -> None:
+    if not ok:
+        raise FakeTopologyError(f"{where}: expected {expected}, got {value!r}", field=where)
+
+
+def _text(value: str, where: str, *, spaces: bool = True) -> None:
+    bad = "\n\r" if spaces else "\n\r \t"
+    _check(
+        not any(c in value for c in bad),
+        where,
+        value,
+        "text on one line" + ("" if spaces else ", without spaces"),
+    )
+
+
+def _gpu_checks(gpu: FakeGpu, where: str) -> None:
+    _text(gpu.name, f"{where}.name")
+    _text(gpu.uuid, f"{where}.uuid", spaces=False)
+    _text(gpu.bus, f"{where}.bus", spaces=False)
+    _check(gpu.memory >= 0, f"{where}.memory", gpu.memory, "bytes >= 0")
+    if gpu.cpus is not None:
+        _text(gpu.cpus, f"{where}.cpus", spaces=False)
+    _check(0 <= gpu.mig_slots <= U32_MAX, f"{where}.mig_slots", gpu.mig_slots, f"0..{U32_MAX}")
+    for k, mig in enumerate(gpu.mig_devices):
+        at = f"{where}.mig_devices[{k}]"
+        top = min(gpu.mig_slots, MAX_MIG)
+        _check(
+            0 <= mig.slot < top, f"{at}.slot", mig.slot, f"a slot < {top} (mig_slots, at most 8)"
+        )
+        _text(mig.uuid, f"{at}.uuid", spaces=False)
+        _text(mig.name, f"{at}.name")
+    slots = gpu.nvlink_slots
+    _check(0 <= slots <= MAX_LINKS, f"{where}.nvlink_slots", slots, f"0..{MAX_LINKS}")
+    for k, link in enumerate(gpu.nvlinks):
+        at = f"{where}.nvlinks[{k}]"
+        _check(0 <= link.link < slots, f"{at}.link", link.link, f"a link slot < {slots}")
+        _check(link.remote in REMOTE_TYPES, f"{at}.remote", link.remote, "'gpu' or 'switch'")
+        _text(link.remote_bus, f"{at}.remote_bus", spaces=False)
+    _check(len(gpu.fail) <= MAX_FAILS, f"{where}.fail", len(gpu.fail), f"<= {MAX_FAILS} entries")
+    for function in gpu.fail:
+        _check(
+            len(function) <= MAX_FUNCTION and function.isidentifier(),
+            f"{where}.fail",
+            function,
+            "an NVML function name",
+        )
+
+
+class _Reader:
+    """Typed access to one JSON object, with errors that name the field."""
+
+    def __init__(self, data: Any, where: str) -> None:
+        if not isinstance(data, dict):
+            raise FakeTopologyError(
+                f"{where or 'top level'}: expected an object, got {type(data).__name__}",
+                field=where,
+            )
+        self.data: dict[str, Any] = data
+        self.where = where
+
+    def at(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def keys(self, required: set[str], optional: set[str]) -> None:
+        unknown = sorted(set(self.data) - required - optional)
+        if unknown:
+            raise FakeTopologyError(
+                f"{self.where or 'top level'}: unknown field {unknown[0]!r} "
+                f"(known: {', '.join(sorted(required | optional))})",
+                field=self.at(unknown[0]),
+            )
+        missing = sorted(required - set(self.data))
+        if missing:
+            raise FakeTopologyError(
+                f"{self.where or 'top level'}: missing field {missing[0]!r}",
+                field=self.at(missing[0]),
+            )
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any) -> Any:
+        if key not in self.data:
+            return default
+        value = self.data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        wrong_bool = isinstance(value, bool) and bool not in kinds
+        if wrong_bool or not isinstance(value, kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            raise FakeTopologyError(
+                f"{self.at(key)}: expected {names}, got {value!r}", field=self.at(key)
+            )
+        return value
+
+    def list(self, key: str) -> list[Any]:
+        value: list[Any] = self.get(key, list, [])
+        return value
+
+
+def _code(value: object, where: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if value not in CODE_VALUES:
+            raise FakeTopologyError(
+                f"{where}: expected an NVML return code or name like "
+                f"'NVML_ERROR_NO_PERMISSION', got {value!r}",
+                field=where,
+            )
+        return CODE_VALUES[value]
+    raise FakeTopologyError(
+        f"{where}: expected an NVML return code (int) or its name, got {value!r}", field=where
+    )
+
+
+def _pairs(top: _Reader, key: str) -> dict[tuple[int, int], str]:
+    pairs: dict[tuple[int, int], str] = {}
+    for k, item in enumerate(top.list(key)):
+        where = f"{top.at(key)}[{k}]"
+        ok = (
+            isinstance(item, list)
+            and len(item) == 3
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in item[:2])
+            and isinstance(item[2], str)
+        )
+        _check(ok, where, item, '[gpu_a, gpu_b, "NAME"]')
+        pairs[(min(item[0], item[1]), max(item[0], item[1]))] = item[2]
+    return pairs
+
+
+def _gpu_from(item: Any, index: int) -> FakeGpu:
+    gpu = _Reader(item, f"gpus[{index}]")
+    gpu.keys(
+        set(),
+        {
+            "name",
+            "uuid",
+            "bus",
+            "memory",
+            "numa",
+            "cpus",
+            "compute_capability",
+            "mig",
+            "mig_slots",
+            "mig_devices",
+            "nvlink_slots",
+            "nvlinks",
+            "fail",
+        },
+    )
+    cc = gpu.get("compute_capability", list, [9, 0])
+    _check(
+        len(cc) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in cc),
+        f"gpus[{index}].compute_capability",
+        cc,
+        "[major, minor]",
+    )
+    migs = []
+    for k, raw in enumerate(gpu.list("mig_devices")):
+        m = _Reader(raw, f"gpus[{index}].mig_devices[{k}]")
+        fields = {"slot", "gpu_instance", "compute_instance", "memory", "uuid", "name"}
+        m.keys(fields, set())
+        migs.append(
+            FakeMig(
+                slot=m.get("slot", int, 0),
+                gpu_instance=m.get("gpu_instance", int, 0),
+                compute_instance=m.get("compute_instance", int, 0),
+                memory=m.get("memory", int, 0),
+                uuid=m.get("uuid", str, ""),
+                name=m.get("name", str, ""),
+            )
+        )
+    links = []
+    for k, raw in enumerate(gpu.list("nvlinks")):
+        n = _Reader(raw, f"gpus[{index}].nvlinks[{k}]")
+        n.keys({"link", "remote_bus"}, {"active", "remote"})
+        links.append(
+            FakeLink(
+                link=n.get("link", int, 0),
+                remote_bus=n.get("remote_bus", str, ""),
+                active=n.get("active", bool, True),
+                remote=n.get("remote", str, "gpu"),
+            )
+        )
+    fail_where = f"gpus[{index}].fail"
+    fail = {
+        str(function): _code(code, f"{fail_where}.{function}")
+        for function, code in _Reader(gpu.get("fail", dict, {}), fail_where).data.items()
+    }
+    return FakeGpu(
+        name=gpu.get("name", str, H100),
+        uuid=gpu.get("uuid", str, f"GPU-{index:08x}-0000-4000-8000-{index:012x}"),
+        bus=gpu.get("bus", str, f"00000000:{0x18 + index:02X}:00.0"),
+        memory=gpu.get("memory", int, H100_MEMORY),
+        numa=gpu.get("numa", (int, type(None)), None),
+        cpus=gpu.get("cpus", (str, type(None)), None),
+        compute_capability=(cc[0], cc[1]),
+        mig=gpu.get("mig", (bool, type(None)), False),
+        mig_slots=gpu.get("mig_slots", int, 0),
+        mig_devices=migs,
+        nvlink_slots=gpu.get("nvlink_slots", int, 0),
+        nvlinks=links,
+        fail=fail,
+    )
