@@ -10,7 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placement_native import _backend, _snapshot
-from placement_native.testing import FakeGpu, FakeLink, FakeMig, Topology, topology_names
+from placement_native.testing import (
+    FakeGpu,
+    FakeLink,
+    FakeMig,
+    FakeProcess,
+    Topology,
+    topology_names,
+)
 
 from .conftest import UseNode
 
@@ -63,8 +70,13 @@ def _random_topology(draw: st.DrawFn) -> Topology:
             "nvmlDeviceGetNvLinkState",
             "nvmlDeviceGetMigMode",
             "nvmlDeviceGetTopologyCommonAncestor",
+            "nvmlDeviceGetMemoryInfo_v2",
+            "nvmlDeviceGetComputeRunningProcesses_v3",
+            "nvmlDeviceGetComputeRunningProcesses",
+            "nvmlDeviceGetNvLinkRemoteDeviceType",
         ]
     )
+    memory = st.one_of(st.none(), st.integers(min_value=0, max_value=1 << 40))
     gpus = []
     for i in range(count):
         links = []
@@ -76,6 +88,11 @@ def _random_topology(draw: st.DrawFn) -> Topology:
                 target = target[4:].lower()
             links.append(FakeLink(k, target, active=draw(st.booleans()), remote=kind))
         mig = draw(st.sampled_from([None, False, True]))
+        slots_run = [None, 1] if mig else [None]
+        processes = [
+            FakeProcess(pid, draw(memory), draw(st.sampled_from(slots_run)))
+            for pid in draw(st.lists(st.integers(1, 2**32 - 1), max_size=70, unique=True))
+        ]
         gpus.append(
             FakeGpu(
                 uuid=f"GPU-{i}",
@@ -88,6 +105,9 @@ def _random_topology(draw: st.DrawFn) -> Topology:
                 nvlink_slots=slots,
                 nvlinks=links,
                 fail=draw(st.dictionaries(functions, codes, max_size=2)),
+                memory_used=draw(st.integers(min_value=0, max_value=1 << 30)),
+                processes=processes,
+                process_races=draw(st.integers(min_value=0, max_value=5)),
             )
         )
     levels = {

@@ -41,7 +41,8 @@ def test_snapshot_report_lists_gpus_and_mig_instances(
     code, out, _ = _run(capsys, "snapshot")
     assert code == 0
     lines = out.splitlines()
-    assert " ".join(lines[2].split()) == "GPU MODEL UUID PCI BUS ID MEMORY NUMA CPU AFFINITY CC MIG"
+    header = "GPU MODEL UUID PCI BUS ID MEMORY USED NUMA CPU AFFINITY CC MIG"
+    assert " ".join(lines[2].split()) == header
     assert "NVIDIA A100-SXM4-40GB" in lines[3]
     assert lines[3].endswith("on")
     assert "MIG-11111111-aaaa-bbbb-cccc-000000000000" in lines[4]
@@ -82,9 +83,13 @@ def test_topo_matrix_like_nvidia_smi(use_node: UseNode, capsys: pytest.CaptureFi
     code, out, _ = _run(capsys, "topo")
     rows = [line.split() for line in out.splitlines()[:9]]
     assert code == 0
-    assert rows[0] == [f"GPU{i}" for i in range(8)] + ["CPU", "Affinity", "NUMA", "Affinity"]
-    assert rows[1] == ["GPU0", "X", "PIX", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS", "0-31", "0"]
-    assert rows[8] == ["GPU7", "SYS", "SYS", "SYS", "SYS", "NODE", "NODE", "PIX", "X", "32-63", "1"]
+    gpus = [f"GPU{i}" for i in range(8)]
+    assert rows[0] == [*gpus, "CPU", "Affinity", "NUMA", "Affinity", "Memory", "Used", "Processes"]
+    idle = ["0.0", "GiB", "-"]
+    first = ["GPU0", "X", "PIX", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS", "0-31", "0"]
+    last = ["GPU7", "SYS", "SYS", "SYS", "SYS", "NODE", "NODE", "PIX", "X", "32-63", "1"]
+    assert rows[1] == [*first, *idle]
+    assert rows[8] == [*last, *idle]
     assert "NV#  = Connection traversing a bonded set of # NVLinks" in out
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from placement_native import Accelerator, Link, MigInstance, NodeSnapshot
+from placement_native import Accelerator, Link, MigInstance, NodeSnapshot, Process
 from placement_native._model import SCHEMA_VERSION, record_maker
 from placement_native.errors import EnvVarError
 
@@ -67,6 +67,8 @@ def test_spec_example_round_trips_through_json() -> None:
         "mig": False,
         "compute_capability": None,
         "mig_instances": [],
+        "memory_used_bytes": None,
+        "processes": None,
         "error": None,
     }
     assert data["links"] == [[0, 1, "NV18"]]
@@ -130,6 +132,8 @@ def test_record_maker_builds_the_same_frozen_records() -> None:
         ((1, 2),),
         4,
         None,
+        7,
+        (Process(pid=42, used_memory_bytes=None),),
     )
     made = record_maker(Accelerator)(*values)
     assert made == Accelerator(*values)

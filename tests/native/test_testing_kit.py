@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import placement_native
-from placement_native import _snapshot
+from placement_native import Process, _snapshot
 from placement_native.testing import (
     CACHE_ENV,
     FakeNVMLBuildError,
@@ -92,6 +92,18 @@ def test_a_json_file_describes_a_machine(tmp_path: Path, nvml_backend: str) -> N
     assert len({a.uuid for a in snap.accelerators}) == 2
 
 
+def test_a_json_file_describes_busy_gpus(tmp_path: Path, nvml_backend: str) -> None:
+    busy = {"memory_used": 3 << 30, "processes": [{"pid": 4242, "used_memory": 3 << 30}]}
+    unknown = {"processes": [{"pid": 7}]}  # used_memory left out: NVML's "not available"
+    path = tmp_path / "busy.json"
+    path.write_text(json.dumps({"gpus": [busy, unknown]}))
+    with fake_nvml(path):
+        snap = _snapshot.take(nvml_backend, strict=True)
+    assert snap.accelerators[0].memory_used_bytes == 3 << 30
+    assert snap.accelerators[0].processes == (Process(4242, 3 << 30),)
+    assert snap.accelerators[1].processes == (Process(7, None),)
+
+
 def test_a_json_file_may_name_nvml_error_codes(tmp_path: Path) -> None:
     data = {"gpus": [{"fail": {"nvmlDeviceGetUUID": "NVML_ERROR_NO_PERMISSION"}}]}
     path = tmp_path / "denied.json"
@@ -109,6 +121,14 @@ def test_a_json_file_may_name_nvml_error_codes(tmp_path: Path) -> None:
         ({"gpus": [{"nvlink_slots": 2, "nvlinks": [{"link": 0}]}]}, "", "missing field"),
         ({"gpus": [{"fail": {"nvmlInit": "NOPE"}}]}, "gpus[0].fail.nvmlInit", "NVML return code"),
         ({"gpus": [{"name": "two\nlines"}]}, "gpus[0].name", "on one line"),
+        ({"gpus": [{"processes": [{"used_memory": 1}]}]}, "", "missing field 'pid'"),
+        ({"gpus": [{"processes": [{"pid": -1}]}]}, "gpus[0].processes[0].pid", "0..4294967295"),
+        (
+            {"gpus": [{"processes": [{"pid": 7, "mig_slot": 0}]}]},
+            "gpus[0].processes[0].mig_slot",
+            "null (no mig_devices)",
+        ),
+        ({"gpus": [{"memory": 10, "memory_used": 11}]}, "gpus[0].memory_used", "at most memory"),
     ],
 )
 def test_a_bad_topology_file_names_the_field(

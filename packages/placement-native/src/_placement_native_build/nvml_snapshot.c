@@ -4,13 +4,19 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- The slice of the NVML ABI used here (values and layouts as in nvml.h). ---- */
@@ -19,6 +25,7 @@ typedef int nvmlReturn_t; /* enum nvmlReturn_enum */
 #define NVML_ERROR_INVALID_ARGUMENT 2
 #define NVML_ERROR_NOT_SUPPORTED 3
 #define NVML_ERROR_NOT_FOUND 6
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_ERROR_LIBRARY_NOT_FOUND 12
 #define NVML_ERROR_FUNCTION_NOT_FOUND 13
 #define NVML_ERROR_GPU_IS_LOST 15
@@ -45,6 +52,28 @@ typedef struct { /* nvmlMemory_t (v1) */
     unsigned long long used;
 } nvmlMemory_t;
 
+typedef struct { /* nvmlMemory_v2_t: used no longer counts the driver's reserved memory */
+    unsigned int version;
+    unsigned long long total;
+    unsigned long long reserved;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_v2_t;
+/* NVML_STRUCT_VERSION(Memory, 2): the struct's size, and the version in the top byte. */
+#define NVML_MEMORY_V2 ((unsigned int)(sizeof(nvmlMemory_v2_t) | (2u << 24)))
+
+typedef struct { /* nvmlProcessInfo_v1_t: what nvmlDeviceGetComputeRunningProcesses fills */
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+
+typedef struct { /* nvmlProcessInfo_v2_t, also nvmlProcessInfo_t of the _v3 function */
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlProcessInfo_v2_t;
+
 typedef struct {
     nvmlReturn_t (*Init)(void);
     nvmlReturn_t (*Shutdown)(void);
@@ -56,6 +85,9 @@ typedef struct {
     nvmlReturn_t (*DeviceGetUUID)(nvmlDevice_t, char *, unsigned int);
     nvmlReturn_t (*DeviceGetPciInfo)(nvmlDevice_t, nvmlPciInfo_t *);
     nvmlReturn_t (*DeviceGetMemoryInfo)(nvmlDevice_t, nvmlMemory_t *);
+    nvmlReturn_t (*DeviceGetMemoryInfoV2)(nvmlDevice_t, nvmlMemory_v2_t *);
+    /* the newest of _v3, _v2 and the unversioned (v1 struct) function the driver has */
+    nvmlReturn_t (*DeviceGetComputeRunningProcesses)(nvmlDevice_t, unsigned int *, void *);
     nvmlReturn_t (*DeviceGetNumaNodeId)(nvmlDevice_t, unsigned int *);
     nvmlReturn_t (*DeviceGetMemoryAffinity)(nvmlDevice_t, unsigned int, unsigned long *, int);
     nvmlReturn_t (*DeviceGetCpuAffinityWithinScope)(nvmlDevice_t, unsigned int, unsigned long *,
@@ -79,6 +111,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static void *lib_handle;
 static char lib_path[1024];
 static nvml_api api;
+static const char *processes_symbol; /* which DeviceGetComputeRunningProcesses was found */
+static size_t process_info_size;     /* the size of the struct that function fills */
 
 #define DEFAULT_LIBRARY "libnvidia-ml.so.1"
 
@@ -122,6 +156,16 @@ static int load_library(const char *path, pn_nvml_snapshot *out)
     RESOLVE(DeviceGetUUID, "nvmlDeviceGetUUID");
     RESOLVE(DeviceGetPciInfo, "nvmlDeviceGetPciInfo_v3");
     RESOLVE(DeviceGetMemoryInfo, "nvmlDeviceGetMemoryInfo");
+    RESOLVE(DeviceGetMemoryInfoV2, "nvmlDeviceGetMemoryInfo_v2");
+    static const char *const process_symbols[] = {"nvmlDeviceGetComputeRunningProcesses_v3",
+                                                  "nvmlDeviceGetComputeRunningProcesses_v2",
+                                                  "nvmlDeviceGetComputeRunningProcesses"};
+    processes_symbol = NULL;
+    for (size_t k = 0; k < 3 && api.DeviceGetComputeRunningProcesses == NULL; k++) {
+        RESOLVE(DeviceGetComputeRunningProcesses, process_symbols[k]);
+        processes_symbol = process_symbols[k];
+        process_info_size = k < 2 ? sizeof(nvmlProcessInfo_v2_t) : sizeof(nvmlProcessInfo_v1_t);
+    }
     RESOLVE(DeviceGetNumaNodeId, "nvmlDeviceGetNumaNodeId");
     RESOLVE(DeviceGetMemoryAffinity, "nvmlDeviceGetMemoryAffinity");
     RESOLVE(DeviceGetCpuAffinityWithinScope, "nvmlDeviceGetCpuAffinityWithinScope");
@@ -218,7 +262,84 @@ static void read_numa_and_cpus(nvmlDevice_t dev, pn_nvml_gpu *g)
     }
 }
 
-static void read_mig(nvmlDevice_t dev, pn_nvml_gpu *g)
+/* Total and used memory in one call: nvmlDeviceGetMemoryInfo_v2 where the driver has it
+ * (and answers it), else the v1 function. */
+static int read_memory(nvmlDevice_t dev, pn_nvml_error *err, unsigned long long *total,
+                       unsigned long long *used)
+{
+    if (api.DeviceGetMemoryInfoV2 != NULL && !lost(err)) {
+        nvmlMemory_v2_t v2;
+        memset(&v2, 0, sizeof v2);
+        v2.version = NVML_MEMORY_V2;
+        nvmlReturn_t rc = api.DeviceGetMemoryInfoV2(dev, &v2);
+        if (rc == NVML_SUCCESS) {
+            *total = v2.total;
+            *used = v2.used;
+            return 1;
+        }
+        if (rc != NVML_ERROR_NOT_SUPPORTED && rc != NVML_ERROR_FUNCTION_NOT_FOUND) {
+            (void)outcome(err, rc, "nvmlDeviceGetMemoryInfo_v2");
+            return 0;
+        }
+    }
+    nvmlMemory_t v1;
+    if (!CALL(err, DeviceGetMemoryInfo, "nvmlDeviceGetMemoryInfo", dev, &v1))
+        return 0;
+    *total = v1.total;
+    *used = v1.used;
+    return 1;
+}
+
+/* The process list is read into this buffer first (under the lock): NVML's count is only
+ * known after a call, and a device may report more than the snapshot has room for. */
+static union {
+    nvmlProcessInfo_v2_t v2[PN_NVML_PROC_CAP];
+    nvmlProcessInfo_v1_t v1[PN_NVML_PROC_CAP];
+} process_buffer;
+
+/* The compute processes of one device. The first call offers room for the usual few; on
+ * NVML_ERROR_INSUFFICIENT_SIZE the call is repeated with the count NVML reported, a few
+ * times at most (processes may start between two calls), and never past
+ * PN_NVML_PROC_CAP. What still does not fit becomes the device's error. Entries go to the
+ * snapshot's shared arrays while they have room; p->total keeps NVML's count. */
+static void read_processes(nvmlDevice_t dev, pn_nvml_error *err, pn_nvml_procs *p,
+                           pn_nvml_snapshot *out)
+{
+    unsigned int count = PN_NVML_PROC_FIRST, offered = 0;
+    nvmlReturn_t rc = NVML_ERROR_INSUFFICIENT_SIZE;
+    memset(p, 0, sizeof *p);
+    if (api.DeviceGetComputeRunningProcesses == NULL || lost(err))
+        return;
+    for (int attempt = 0; attempt < PN_NVML_PROC_TRIES && rc == NVML_ERROR_INSUFFICIENT_SIZE &&
+                          count <= PN_NVML_PROC_CAP;
+         attempt++) {
+        offered = count;
+        rc = api.DeviceGetComputeRunningProcesses(dev, &count, &process_buffer);
+    }
+    if (!outcome(err, rc, processes_symbol))
+        return;
+    if (count > offered) /* a driver that claims to have filled more than it was offered */
+        count = offered;
+    p->read = 1;
+    p->first = out->process_count;
+    p->total = count;
+    const unsigned int room = PN_NVML_MAX_PROCS - out->process_count;
+    p->count = count < room ? count : room;
+    unsigned int *pid = &out->process_pid[p->first];
+    unsigned long long *used = &out->process_used[p->first];
+    for (unsigned int k = 0; k < p->count; k++) {
+        if (process_info_size == sizeof(nvmlProcessInfo_v1_t)) {
+            pid[k] = process_buffer.v1[k].pid;
+            used[k] = process_buffer.v1[k].usedGpuMemory;
+        } else {
+            pid[k] = process_buffer.v2[k].pid;
+            used[k] = process_buffer.v2[k].usedGpuMemory;
+        }
+    }
+    out->process_count += p->count;
+}
+
+static void read_mig(nvmlDevice_t dev, pn_nvml_gpu *g, pn_nvml_snapshot *out)
 {
     unsigned int current = 0, pending = 0, max = 0;
     if (!CALL(&g->error, DeviceGetMigMode, "nvmlDeviceGetMigMode", dev, &current, &pending))
@@ -244,19 +365,17 @@ static void read_mig(nvmlDevice_t dev, pn_nvml_gpu *g)
         m->compute_instance_id = -1;
         if (!outcome(&m->error, rc, "nvmlDeviceGetMigDeviceHandleByIndex"))
             continue;
-        nvmlMemory_t mem;
         unsigned int id = 0;
         (void)CALL(&m->error, DeviceGetUUID, "nvmlDeviceGetUUID", mig_dev, m->uuid, sizeof m->uuid);
         (void)CALL(&m->error, DeviceGetName, "nvmlDeviceGetName", mig_dev, m->name, sizeof m->name);
-        if (CALL(&m->error, DeviceGetMemoryInfo, "nvmlDeviceGetMemoryInfo", mig_dev, &mem)) {
-            m->has_memory = 1;
-            m->memory_total = mem.total;
-        }
+        m->has_memory = read_memory(mig_dev, &m->error, &m->memory_total, &m->memory_used);
         if (CALL(&m->error, DeviceGetGpuInstanceId, "nvmlDeviceGetGpuInstanceId", mig_dev, &id))
             m->gpu_instance_id = (int)id;
         if (CALL(&m->error, DeviceGetComputeInstanceId, "nvmlDeviceGetComputeInstanceId",
                  mig_dev, &id))
             m->compute_instance_id = (int)id;
+        /* Per MIG device: on the parent, NVML lists them only to privileged callers. */
+        read_processes(mig_dev, &m->error, &m->procs, out);
     }
 }
 
@@ -325,18 +444,24 @@ static void read_nvlinks(nvmlDevice_t dev, pn_nvml_gpu *g)
             return;
         if (active != NVML_FEATURE_ENABLED)
             continue;
-        memset(&pci, 0, sizeof pci);
-        if (!CALL(&g->error, DeviceGetNvLinkRemotePciInfo, "nvmlDeviceGetNvLinkRemotePciInfo_v2",
-                  dev, link, &pci))
-            continue;
-        raw_link *l = &links[raw_link_count[g->index]++];
-        copy_bus_id(bus_id, &pci);
-        l->remote = bus_key(bus_id);
-        l->remote_type = -1;
-        int type = 0;
+        /* The far end's type first: a link into an NVSwitch needs no bus id (a DGX has 18
+         * of them per GPU, and each query is a round trip into the driver). */
+        int type = 0, remote_type = -1;
         if (CALL(&g->error, DeviceGetNvLinkRemoteDeviceType, "nvmlDeviceGetNvLinkRemoteDeviceType",
                  dev, link, &type))
-            l->remote_type = type;
+            remote_type = type;
+        unsigned long long remote = 0;
+        if (remote_type != NVLINK_DEVICE_TYPE_SWITCH) {
+            memset(&pci, 0, sizeof pci);
+            if (!CALL(&g->error, DeviceGetNvLinkRemotePciInfo,
+                      "nvmlDeviceGetNvLinkRemotePciInfo_v2", dev, link, &pci))
+                continue;
+            copy_bus_id(bus_id, &pci);
+            remote = bus_key(bus_id);
+        }
+        raw_link *l = &links[raw_link_count[g->index]++];
+        l->remote = remote;
+        l->remote_type = remote_type;
     }
 }
 
@@ -378,10 +503,10 @@ static void match_nvlinks(pn_nvml_snapshot *out)
     }
 }
 
-static void read_gpu(unsigned int index, nvmlDevice_t *handle, pn_nvml_gpu *g)
+static void read_gpu(unsigned int index, nvmlDevice_t *handle, pn_nvml_gpu *g,
+                     pn_nvml_snapshot *out)
 {
     nvmlPciInfo_t pci;
-    nvmlMemory_t mem;
     int major = 0, minor = 0;
     memset(g, 0, sizeof *g);
     raw_link_count[index] = 0;
@@ -399,17 +524,16 @@ static void read_gpu(unsigned int index, nvmlDevice_t *handle, pn_nvml_gpu *g)
     memset(&pci, 0, sizeof pci);
     if (CALL(&g->error, DeviceGetPciInfo, "nvmlDeviceGetPciInfo_v3", dev, &pci))
         copy_bus_id(g->pci_bus_id, &pci);
-    if (CALL(&g->error, DeviceGetMemoryInfo, "nvmlDeviceGetMemoryInfo", dev, &mem)) {
-        g->has_memory = 1;
-        g->memory_total = mem.total;
-    }
+    g->has_memory = read_memory(dev, &g->error, &g->memory_total, &g->memory_used);
     read_numa_and_cpus(dev, g);
     if (CALL(&g->error, DeviceGetCudaComputeCapability, "nvmlDeviceGetCudaComputeCapability", dev,
              &major, &minor)) {
         g->cc_major = major;
         g->cc_minor = minor;
     }
-    read_mig(dev, g);
+    read_mig(dev, g, out);
+    if (!g->mig_mode)
+        read_processes(dev, &g->error, &g->procs, out);
     read_nvlinks(dev, g);
 }
 
@@ -471,7 +595,7 @@ static int read_locked(const char *path, pn_nvml_snapshot *out)
     out->gpu_count = count < PN_NVML_MAX_GPUS ? count : PN_NVML_MAX_GPUS;
     memset(handles, 0, sizeof handles);
     for (unsigned int i = 0; i < out->gpu_count; i++)
-        read_gpu(i, &handles[i], &out->gpus[i]);
+        read_gpu(i, &handles[i], &out->gpus[i], out);
     read_pairs(handles, out);
     match_nvlinks(out);
     rc = api.Shutdown();
@@ -482,11 +606,24 @@ static int read_locked(const char *path, pn_nvml_snapshot *out)
 
 /* ---- Host facts. ---- */
 
+/* NUMA nodes do not come and go: the count is kept while the node directory is the same
+ * one, unchanged (inode, modification time), which a stat tells for a seventh of the cost
+ * of reading it. (Called under the lock.) */
 static int count_numa_nodes(const char *sysfs_root)
 {
+    static char counted_path[1100];
+    static struct stat counted_stat;
+    static int counted = 0;
     char path[1100];
+    struct stat now;
     int count = 0;
     snprintf(path, sizeof path, "%s/devices/system/node", sysfs_root);
+    if (stat(path, &now) != 0)
+        return 1;
+    if (counted > 0 && strcmp(path, counted_path) == 0 && now.st_ino == counted_stat.st_ino &&
+        now.st_dev == counted_stat.st_dev && now.st_mtim.tv_sec == counted_stat.st_mtim.tv_sec &&
+        now.st_mtim.tv_nsec == counted_stat.st_mtim.tv_nsec)
+        return counted;
     DIR *dir = opendir(path);
     if (dir == NULL)
         return 1;
@@ -499,7 +636,10 @@ static int count_numa_nodes(const char *sysfs_root)
         count += *p == '\0';
     }
     closedir(dir);
-    return count > 0 ? count : 1;
+    counted = count > 0 ? count : 1;
+    counted_stat = now;
+    snprintf(counted_path, sizeof counted_path, "%s", path);
+    return counted;
 }
 
 /* The IPv4 default route with the lowest metric (ties: interface name), as in
@@ -534,11 +674,16 @@ static void default_route(char *iface, size_t size)
     snprintf(iface, size, "%s", best);
 }
 
+/* The socket SIOCGIFADDR is asked through, opened once (under the lock) and kept. */
+static int ioctl_socket = -1;
+
 static void interface_ipv4(const char *iface, char *out, size_t size)
 {
     struct ifreq req;
     out[0] = '\0';
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (ioctl_socket < 0)
+        ioctl_socket = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    const int fd = ioctl_socket;
     if (fd < 0)
         return;
     memset(&req, 0, sizeof req);
@@ -549,20 +694,107 @@ static void interface_ipv4(const char *iface, char *out, size_t size)
             strncmp(out, "127.", 4) == 0)
             out[0] = '\0';
     }
-    close(fd);
+}
+
+/* The default route and its address are read again only after the kernel announced a
+ * change of links, IPv4 addresses or IPv4 routes on this netlink socket, which is bound
+ * before the first read, so no change goes unseen. Where it cannot be opened, every call
+ * reads. A forked child opens its own: the parent's would be drained by both. (All of it
+ * under the lock.) */
+static int route_watch = -1;
+static pid_t route_watch_pid;
+static char route_iface[32], route_ip[64];
+
+static int route_changed(void)
+{
+    char message[4096];
+    int changed = 0;
+    if (route_watch >= 0 && route_watch_pid != getpid()) {
+        close(route_watch);
+        route_watch = -1;
+    }
+    if (route_watch < 0) {
+        struct sockaddr_nl group;
+        int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+        if (fd < 0)
+            return 1;
+        memset(&group, 0, sizeof group);
+        group.nl_family = AF_NETLINK;
+        group.nl_groups = RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE;
+        if (bind(fd, (const struct sockaddr *)&group, sizeof group) != 0) {
+            close(fd);
+            return 1;
+        }
+        route_watch = fd;
+        route_watch_pid = getpid();
+        return 1;
+    }
+    for (;;) {
+        ssize_t n = recv(route_watch, message, sizeof message, MSG_DONTWAIT);
+        if (n > 0 || (n < 0 && errno == ENOBUFS)) { /* ENOBUFS: announcements were lost */
+            changed = 1;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            close(route_watch);
+            route_watch = -1;
+            changed = 1;
+        }
+        return changed;
+    }
+}
+
+/* Online CPUs as sysconf(_SC_NPROCESSORS_ONLN) counts them, from the cpu list in
+ * /sys/devices/system/cpu/online, kept open and read again from its start (a sysfs file
+ * is regenerated by each read at offset 0), which saves an open and a close per call.
+ * Where the file cannot be read or parsed, sysconf answers. */
+static int online_cpus_fd = -2;
+
+static long online_cpus(void)
+{
+    char text[4096];
+    long count = 0;
+    if (online_cpus_fd == -2)
+        online_cpus_fd = open("/sys/devices/system/cpu/online", O_RDONLY | O_CLOEXEC);
+    ssize_t n = online_cpus_fd >= 0 ? pread(online_cpus_fd, text, sizeof text - 1, 0) : -1;
+    if (n <= 0 || n == (ssize_t)sizeof text - 1)
+        return sysconf(_SC_NPROCESSORS_ONLN);
+    text[n] = '\0';
+    for (const char *p = text; *p && *p != '\n';) {
+        char *end;
+        long lo = strtol(p, &end, 10), hi = lo;
+        if (end == p)
+            return sysconf(_SC_NPROCESSORS_ONLN);
+        if (*end == '-') {
+            p = end + 1;
+            hi = strtol(p, &end, 10);
+            if (end == p || hi < lo)
+                return sysconf(_SC_NPROCESSORS_ONLN);
+        }
+        count += hi - lo + 1;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return count > 0 ? count : sysconf(_SC_NPROCESSORS_ONLN);
 }
 
 static void read_host(const char *sysfs_root, pn_host *host)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long cpus = online_cpus();
     memset(host, 0, sizeof *host);
     if (gethostname(host->hostname, sizeof host->hostname - 1) != 0)
         host->hostname[0] = '\0';
     host->cpus = cpus > 0 ? (int)cpus : 1;
     host->numa_nodes = count_numa_nodes(sysfs_root);
-    default_route(host->route_interface, sizeof host->route_interface);
-    if (host->route_interface[0])
-        interface_ipv4(host->route_interface, host->route_ip, sizeof host->route_ip);
+    if (route_changed()) {
+        default_route(route_iface, sizeof route_iface);
+        route_ip[0] = '\0';
+        if (route_iface[0])
+            interface_ipv4(route_iface, route_ip, sizeof route_ip);
+    }
+    memcpy(host->route_interface, route_iface, sizeof host->route_interface);
+    memcpy(host->route_ip, route_ip, sizeof host->route_ip);
 }
 
 int pn_nvml_snapshot_read(const char *library_path, const char *sysfs_root,
@@ -580,8 +812,9 @@ int pn_nvml_snapshot_read(const char *library_path, const char *sysfs_root,
     out->device_count = 0;
     out->gpu_count = 0;
     out->pair_count = 0;
-    read_host((sysfs_root != NULL && sysfs_root[0]) ? sysfs_root : "/sys", &out->host);
+    out->process_count = 0;
     pthread_mutex_lock(&lock);
+    read_host((sysfs_root != NULL && sysfs_root[0]) ? sysfs_root : "/sys", &out->host);
     rc = read_locked(path, out);
     pthread_mutex_unlock(&lock);
     return rc;

@@ -17,6 +17,10 @@
 #define PN_NVML_BUSID 32         /* NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE */
 #define PN_NVML_FUNC 48
 #define PN_NVML_DETAIL 256
+#define PN_NVML_MAX_PROCS 4096   /* compute processes listed per snapshot, all devices together */
+#define PN_NVML_PROC_FIRST 64    /* room offered by the first process query of a device */
+#define PN_NVML_PROC_CAP 4096    /* the most processes read from one device */
+#define PN_NVML_PROC_TRIES 4     /* process queries per device, retries included */
 
 /* The first failure of a device (or of the whole call): NVML return code, the function
  * that returned it; code 0 means none. */
@@ -25,12 +29,22 @@ typedef struct {
     char function[PN_NVML_FUNC];
 } pn_nvml_error;
 
+/* The compute processes of one device (a GPU, or a MIG device of a GPU in MIG mode). */
+typedef struct {
+    int read;                         /* 1 when the device answered its process list */
+    unsigned int first;               /* its entries: process_*[first, first + count) */
+    unsigned int count;
+    unsigned int total;               /* NVML's count: above count when the snapshot was full */
+} pn_nvml_procs;
+
 typedef struct {
     unsigned int slot;                /* index given to nvmlDeviceGetMigDeviceHandleByIndex */
     char uuid[PN_NVML_STR];           /* "" when unknown */
     char name[PN_NVML_STR];
-    int has_memory;
+    int has_memory;                   /* memory_total and memory_used were read */
     unsigned long long memory_total;
+    unsigned long long memory_used;
+    pn_nvml_procs procs;
     int gpu_instance_id;              /* -1 when unknown */
     int compute_instance_id;          /* -1 when unknown */
     pn_nvml_error error;
@@ -38,26 +52,32 @@ typedef struct {
 
 typedef struct {
     unsigned int index;
-    int has_handle;
-    pn_nvml_error error;
+    /* What the GPU is, from name to nvswitch_links: the same bytes read after read while
+     * nothing about the GPU changes (the entry is zeroed first, padding included), so the
+     * Python side decodes them once and compares them after. */
     char name[PN_NVML_STR];
     char uuid[PN_NVML_STR];
     char pci_bus_id[PN_NVML_BUSID];
-    int has_memory;
-    unsigned long long memory_total;
     int numa_node;                    /* -1 when NVML cannot tell */
     int has_cpu_affinity;
     unsigned long cpu_affinity[PN_NVML_CPUSET_WORDS];
     int cc_major;                     /* -1 when unknown */
     int cc_minor;
     int mig_mode;                     /* current mode: 1 enabled, 0 disabled or unsupported */
-    unsigned int mig_count;
     unsigned int mig_slots;           /* what nvmlDeviceGetMaxMigDeviceCount answered */
-    pn_nvml_mig mig[PN_NVML_MAX_MIG];
     /* Active NVLinks by what is at the far end (told by the remote device type, or, on
      * drivers without it, by whether the remote PCI bus id is a GPU of this node). */
     unsigned int nvlink_to[PN_NVML_MAX_GPUS]; /* direct links to GPU j of this node */
     unsigned int nvswitch_links;              /* links into an NVSwitch fabric */
+    /* What it is doing, and what failed. */
+    int has_handle;
+    pn_nvml_error error;
+    int has_memory;                   /* memory_total and memory_used were read */
+    unsigned long long memory_total;
+    unsigned long long memory_used;   /* nvmlMemory_v2_t's used where the driver has it */
+    pn_nvml_procs procs;              /* not asked for a GPU in MIG mode: its MIG devices are */
+    unsigned int mig_count;
+    pn_nvml_mig mig[PN_NVML_MAX_MIG];
 } pn_nvml_gpu;
 
 /* Host facts read beside NVML (no packet is sent). */
@@ -84,6 +104,13 @@ typedef struct {
      * nvmlGpuP2PStatus_t for reads (-1 unknown). */
     unsigned int pair_count;
     int pairs[PN_NVML_MAX_PAIRS * 5];
+    /* The compute processes of all devices (each device's pn_nvml_procs says which are
+     * its): pid, and used GPU memory in bytes, NVML_VALUE_NOT_AVAILABLE (~0ULL) where NVML
+     * cannot tell (e.g. another user's process, to an unprivileged caller). Two arrays,
+     * not an array of structs, so each converts in one go. */
+    unsigned int process_count;
+    unsigned int process_pid[PN_NVML_MAX_PROCS];
+    unsigned long long process_used[PN_NVML_MAX_PROCS];
 } pn_nvml_snapshot;
 
 /* Fill *out (which need not be zeroed: every field read is written) with the host facts

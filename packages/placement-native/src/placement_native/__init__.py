@@ -25,7 +25,7 @@ from .errors import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._model import Accelerator, Link, MigInstance, NodeSnapshot
+    from ._model import Accelerator, Link, MigInstance, NodeSnapshot, Process
     from ._snapshot import NODE_RANK_ENVS, snapshot
     from .ports import PortReservation, find_free_ports, reserve_ports
 
@@ -43,6 +43,7 @@ __all__ = [
     "NodeSnapshot",
     "PortError",
     "PortReservation",
+    "Process",
     "__version__",
     "find_free_ports",
     "reserve_ports",
@@ -56,6 +57,7 @@ _LAZY = {
     "MigInstance": "._model",
     "NodeSnapshot": "._model",
     "NODE_RANK_ENVS": "._snapshot",
+    "Process": "._model",
     "snapshot": "._snapshot",
     "PortReservation": ".ports",
     "find_free_ports": ".ports",

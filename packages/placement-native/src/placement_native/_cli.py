@@ -5,7 +5,8 @@ Commands:
                                    that ``placement plan --inventory`` reads
                                    (docs/concepts/node-snapshot.md)
     topo                           the pairwise GPU matrix, like ``nvidia-smi topo -m``,
-                                   with CPU and NUMA affinity columns
+                                   with CPU and NUMA affinity, used memory and the pids
+                                   of the compute processes on each GPU
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from . import _backend
-from ._model import Accelerator, NodeSnapshot
+from ._model import Accelerator, NodeSnapshot, Process
 from ._snapshot import snapshot
 from .errors import NativeError
 
@@ -34,9 +35,26 @@ Legend:
   NV#  = Connection traversing a bonded set of # NVLinks
   -    = Unknown (the GPU could not be queried)"""
 
+PROCESS_LEGEND = "Processes: pids of the compute processes on the GPU; - none, ? not listed by NVML"
+
 
 def _gib(value: int | None) -> str:
     return "-" if value is None else f"{value / 2**30:.1f} GiB"
+
+
+def _pids(processes: tuple[Process, ...] | None) -> str:
+    """``4242,4243`` for the topology matrix; ``-`` for none, ``?`` when not listed."""
+    if processes is None:
+        return "?"
+    return ",".join(str(p.pid) for p in processes) or "-"
+
+
+def _process_line(processes: tuple[Process, ...] | None, indent: str) -> list[str]:
+    """``processes: 4242 (7.5 GiB), 4243 (-)`` under a GPU or MIG row, when any runs."""
+    if not processes:
+        return []
+    listed = ", ".join(f"{p.pid} ({_gib(p.used_memory_bytes)})" for p in processes)
+    return [f"{indent}processes: {listed}"]
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -55,6 +73,7 @@ def _gpu_row(acc: Accelerator) -> list[str]:
         acc.uuid or "-",
         acc.pci_bus_id or "-",
         _gib(acc.memory_bytes),
+        _gib(acc.memory_used_bytes),
         "-" if acc.numa_node is None else str(acc.numa_node),
         acc.cpu_affinity or "-",
         "-" if cc is None else f"{cc[0]}.{cc[1]}",
@@ -74,7 +93,18 @@ def render_snapshot(snap: NodeSnapshot) -> str:
         return "\n".join(lines)
     if snap.nvml_error:
         lines.append(f"nvml error: {snap.nvml_error}")
-    header = ["GPU", "MODEL", "UUID", "PCI BUS ID", "MEMORY", "NUMA", "CPU AFFINITY", "CC", "MIG"]
+    header = [
+        "GPU",
+        "MODEL",
+        "UUID",
+        "PCI BUS ID",
+        "MEMORY",
+        "USED",
+        "NUMA",
+        "CPU AFFINITY",
+        "CC",
+        "MIG",
+    ]
     rows = [header] + [_gpu_row(acc) for acc in snap.accelerators]
     table = _table(rows)
     lines.append(table[0])
@@ -84,10 +114,13 @@ def render_snapshot(snap: NodeSnapshot) -> str:
             ids = f"GI {mig.gpu_instance_id}, CI {mig.compute_instance_id}"
             lines.append(
                 f"  MIG {mig.index}  {mig.uuid or '-'}  {mig.model or '-'}  "
-                f"{_gib(mig.memory_bytes)}  ({ids})"
+                f"{_gib(mig.memory_bytes)}  used {_gib(mig.memory_used_bytes)}  ({ids})"
             )
+            lines += _process_line(mig.processes, "    ")
             if mig.error:
                 lines.append(f"    error: {mig.error}")
+        if not acc.mig_instances:  # a MIG GPU's processes are listed under its instances
+            lines += _process_line(acc.processes, "  ")
         if acc.error:
             lines.append(f"  error: {acc.error}")
     return "\n".join(lines)
@@ -99,7 +132,7 @@ def render_topology(snap: NodeSnapshot) -> str:
         reason = f": {snap.nvml_error}" if snap.nvml_error else ""
         return f"no accelerators{reason}"
     names = [f"GPU{acc.index}" for acc in snap.accelerators]
-    rows = [["", *names, "CPU Affinity", "NUMA Affinity"]]
+    rows = [["", *names, "CPU Affinity", "NUMA Affinity", "Memory Used", "Processes"]]
     for acc in snap.accelerators:
         cells = []
         for other in snap.accelerators:
@@ -109,8 +142,10 @@ def render_topology(snap: NodeSnapshot) -> str:
             link = snap.link(acc.index, other.index)
             cells.append("-" if link is None else link.label)
         numa = "N/A" if acc.numa_node is None else str(acc.numa_node)
-        rows.append([f"GPU{acc.index}", *cells, acc.cpu_affinity or "N/A", numa])
-    return "\n".join([*_table(rows), "", LEGEND])
+        used = "N/A" if acc.memory_used_bytes is None else _gib(acc.memory_used_bytes)
+        row = [f"GPU{acc.index}", *cells, acc.cpu_affinity or "N/A", numa, used]
+        rows.append([*row, _pids(acc.processes)])
+    return "\n".join([*_table(rows), "", LEGEND, PROCESS_LEGEND])
 
 
 def _parser() -> argparse.ArgumentParser:

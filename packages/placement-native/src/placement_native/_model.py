@@ -2,8 +2,8 @@
 
 ``NodeSnapshot.to_dict()`` is the contract with placement-core's inventory reader (see
 docs/concepts/node-snapshot.md). Keys of the schema come first and keep their meaning; the extra
-keys (``compute_capability``, ``mig_instances``, ``error``, ``numa_nodes``, ``topology``,
-``node_rank``) are additions a reader may ignore.
+keys (``compute_capability``, ``mig_instances``, ``error``, ``memory_used_bytes``,
+``processes``, ``numa_nodes``, ``topology``, ``node_rank``) are additions a reader may ignore.
 """
 
 from __future__ import annotations
@@ -19,11 +19,34 @@ __all__ = [
     "Link",
     "MigInstance",
     "NodeSnapshot",
+    "Process",
     "record_maker",
 ]
 
 SCHEMA_VERSION = 1
 _T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class Process:
+    """A compute process (a CUDA context) running on an accelerator, as NVML lists it.
+
+    Attributes:
+        pid: Its process id, in the PID namespace of the NVIDIA driver (the host's, for a
+            process in a container).
+        used_memory_bytes: The GPU memory it uses; None where NVML cannot tell.
+    """
+
+    pid: int
+    used_memory_bytes: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The process as a JSON-ready dict."""
+        return {"pid": self.pid, "used_memory_bytes": self.used_memory_bytes}
+
+
+def _processes_dict(processes: tuple[Process, ...] | None) -> list[dict[str, Any]] | None:
+    return None if processes is None else [p.to_dict() for p in processes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +61,9 @@ class MigInstance:
         gpu_instance_id: NVML GPU instance id, or None where unsupported.
         compute_instance_id: NVML compute instance id, or None where unsupported.
         error: Why a query of this instance failed, or None.
+        memory_used_bytes: Memory of the instance in use, or None where unknown.
+        processes: The compute processes running on the instance; None where NVML did
+            not list them.
     """
 
     index: int
@@ -47,6 +73,8 @@ class MigInstance:
     gpu_instance_id: int | None = None
     compute_instance_id: int | None = None
     error: str | None = None
+    memory_used_bytes: int | None = None
+    processes: tuple[Process, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The instance as a JSON-ready dict."""
@@ -57,6 +85,8 @@ class MigInstance:
             "memory_bytes": self.memory_bytes,
             "gpu_instance_id": self.gpu_instance_id,
             "compute_instance_id": self.compute_instance_id,
+            "memory_used_bytes": self.memory_used_bytes,
+            "processes": _processes_dict(self.processes),
             "error": self.error,
         }
 
@@ -83,6 +113,11 @@ class Accelerator:
         nvswitch_links: Active NVLinks that end at an NVSwitch (the NVLink fabric).
         error: Why this device could not be (fully) queried, e.g.
             ``nvmlDeviceGetUUID: NVML_ERROR_NO_PERMISSION``; None when all went well.
+        memory_used_bytes: Memory in use (NVML's ``used``, without what the driver
+            reserves where the driver tells them apart), or None where unknown.
+        processes: The compute processes running on the GPU (on a GPU in MIG mode: those
+            of its MIG instances), in NVML's order; empty when none runs, None where NVML
+            did not list them.
     """
 
     index: int
@@ -99,6 +134,8 @@ class Accelerator:
     nvlink_peers: tuple[tuple[int, int], ...] = ()
     nvswitch_links: int = 0
     error: str | None = None
+    memory_used_bytes: int | None = None
+    processes: tuple[Process, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The accelerator as a node-snapshot accelerator entry, plus the extra keys
@@ -116,6 +153,8 @@ class Accelerator:
             "mig": self.mig,
             "compute_capability": None if cc is None else f"{cc[0]}.{cc[1]}",
             "mig_instances": [m.to_dict() for m in self.mig_instances],
+            "memory_used_bytes": self.memory_used_bytes,
+            "processes": _processes_dict(self.processes),
             "error": self.error,
         }
 
@@ -231,15 +270,17 @@ def record_maker(cls: type[_T]) -> Callable[..., _T]:
     A frozen dataclass's ``__init__`` assigns every field through ``object.__setattr__``;
     a snapshot builds dozens of records, and that alone cost more than the whole C call.
     The maker takes every field in declaration order (no defaults) and produces the same
-    object, still frozen.
+    object, still frozen: it fills an instance of a plain class with the same slots (a
+    plain attribute store each), then makes it a ``cls`` by assigning ``__class__``, which
+    CPython allows between classes of one layout.
     """
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    lines = [f"def make({', '.join(names)}):", "    obj = _new(_cls)"]
-    for i, name in enumerate(names):
-        namespace[f"_set{i}"] = getattr(cls, name).__set__
-        lines.append(f"    _set{i}(obj, {name})")
-    lines.append("    return obj")
+    slots: tuple[str, ...] = cls.__slots__  # type: ignore[attr-defined]
+    builder = type(f"_{cls.__name__}Builder", (), {"__slots__": slots})
+    namespace: dict[str, Any] = {"_new": object.__new__, "_builder": builder, "_cls": cls}
+    lines = [f"def make({', '.join(names)}):", "    obj = _new(_builder)"]
+    lines += [f"    obj.{name} = {name}" for name in names]
+    lines += ["    obj.__class__ = _cls", "    return obj"]
     exec("\n".join(lines), namespace)  # the source is built above from field names only
     maker: Callable[..., _T] = namespace["make"]
     return maker

@@ -1,8 +1,9 @@
 """The compiled backend: one call into C fills one struct; this module only unpacks it.
 
 Reading a struct field by field through cffi costs more per GPU than the C call itself,
-so each GPU entry is decoded with one ``struct.unpack_from`` over the raw buffer, its
-layout (offsets, padding) taken from the compiled module at first use.
+so the snapshot's head and each GPU entry are decoded with one ``struct.unpack_from``
+each over the raw buffer, their layout (offsets, padding) taken from the compiled module
+at first use, and the process arrays with one ``ffi.unpack`` each.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 from typing import Any
 
 from ._backend import native_module
-from ._raw import RawGpu, RawMig, RawNode
+from ._raw import NVML_VALUE_NOT_AVAILABLE, RawGpu, RawMig, RawNode
 from .errors import NVMLError, nvml_error
 
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
@@ -22,48 +23,88 @@ __all__ = ["read"]
 _BYTEORDER = sys.byteorder
 
 # (field path in pn_nvml_gpu, how to decode it), in declaration order: "s" bytes of the
-# field's size, "I*" an unsigned int array, else a struct format code.
-_GPU_FIELDS = (
-    (("index",), "I"),
-    (("has_handle",), "i"),
-    (("error", "code"), "i"),
-    (("error", "function"), "s"),
+# field's size, else a struct format code. First what a GPU is (name to nvswitch_links:
+# one stretch of bytes, decoded only when it differs from the last read of that GPU),
+# then what it is doing. The per-peer NVLink counts stay bytes: on most nodes they are
+# all zero (NVSwitch fabric, or no NVLink), which one comparison tells.
+_GPU_IDENTITY_FIELDS = (
     (("name",), "s"),
     (("uuid",), "s"),
     (("pci_bus_id",), "s"),
-    (("has_memory",), "i"),
-    (("memory_total",), "Q"),
     (("numa_node",), "i"),
     (("has_cpu_affinity",), "i"),
     (("cpu_affinity",), "s"),
     (("cc_major",), "i"),
     (("cc_minor",), "i"),
     (("mig_mode",), "i"),
-    (("mig_count",), "I"),
     (("mig_slots",), "I"),
-    (("nvlink_to",), "I*"),
+    (("nvlink_to",), "s"),
     (("nvswitch_links",), "I"),
 )
+_GPU_STATE_FIELDS = (
+    (("index",), "I"),
+    (("has_handle",), "i"),
+    (("error", "code"), "i"),
+    (("error", "function"), "s"),
+    (("has_memory",), "i"),
+    (("memory_total",), "Q"),
+    (("memory_used",), "Q"),
+    (("procs", "read"), "i"),
+    (("procs", "first"), "I"),
+    (("procs", "count"), "I"),
+    (("procs", "total"), "I"),
+    (("mig_count",), "I"),
+)
+
+
+# The same for the fields of pn_nvml_snapshot before its GPU entries, and its counts.
+_HEAD_FIELDS = (
+    (("host", "hostname"), "s"),
+    (("host", "cpus"), "i"),
+    (("host", "numa_nodes"), "i"),
+    (("host", "route_ip"), "s"),
+    (("error", "code"), "i"),
+    (("error", "function"), "s"),
+    (("detail",), "s"),
+    (("shutdown", "code"), "i"),
+    (("shutdown", "function"), "s"),
+    (("driver",), "s"),
+    (("device_count",), "I"),
+    (("gpu_count",), "I"),
+)
+_COUNT_FIELDS = ((("pair_count",), "I"), (("process_count",), "I"))
+
+
+def _struct(ffi: Any, type_name: str, fields: tuple[tuple[tuple[str, ...], str], ...]) -> Any:
+    """A ``struct.Struct`` reading ``fields`` of the C struct, from its first one's offset."""
+    parts, position = ["="], ffi.offsetof(type_name, *fields[0][0])
+    for path, kind in fields:
+        offset = ffi.offsetof(type_name, *path)
+        ctype: Any = ffi.typeof(type_name)
+        for name in path:
+            ctype = dict(ctype.fields)[name].type
+        code = f"{ffi.sizeof(ctype)}s" if kind == "s" else kind
+        if offset > position:
+            parts.append(f"{offset - position}x")
+        parts.append(code)
+        position = offset + struct.calcsize("=" + code)
+    return struct.Struct("".join(parts))
 
 
 class _Layout:
     """How to decode the compiled structs, measured from the compiled module."""
 
     def __init__(self, ffi: Any, lib: Any) -> None:
-        parts, position = ["="], 0
-        for path, kind in _GPU_FIELDS:
-            offset = ffi.offsetof("pn_nvml_gpu", *path)
-            ctype: Any = ffi.typeof("pn_nvml_gpu")
-            for name in path:
-                ctype = dict(ctype.fields)[name].type
-            size = ffi.sizeof(ctype)
-            code = {"s": f"{size}s", "I*": f"{size // 4}I"}.get(kind, kind)
-            if offset > position:
-                parts.append(f"{offset - position}x")
-            parts.append(code)
-            position = offset + struct.calcsize("=" + code)
-        self.gpu = struct.Struct("".join(parts))
+        self.gpu = _struct(ffi, "pn_nvml_gpu", _GPU_STATE_FIELDS)
+        self.identity = _struct(ffi, "pn_nvml_gpu", _GPU_IDENTITY_FIELDS)
+        self.identity_start = ffi.offsetof("pn_nvml_gpu", "name")
+        self.identity_end = ffi.offsetof("pn_nvml_gpu", "has_handle")
+        self.head = _struct(ffi, "pn_nvml_snapshot", _HEAD_FIELDS)
+        self.counts = _struct(ffi, "pn_nvml_snapshot", _COUNT_FIELDS)
+        self.counts_offset = ffi.offsetof("pn_nvml_snapshot", "pair_count")
         self.gpu_size = ffi.sizeof("pn_nvml_gpu")
+        self.no_links = bytes(ffi.sizeof("unsigned int") * lib.PN_NVML_MAX_GPUS)
+        self.links = [struct.Struct(f"={n}I") for n in range(lib.PN_NVML_MAX_GPUS + 1)]
         self.gpus_offset = ffi.offsetof("pn_nvml_snapshot", "gpus")
         # The C side writes every field read here: no need to clear ~300 KB per call.
         self.new = ffi.new_allocator(should_clear_after_alloc=False)
@@ -80,44 +121,103 @@ def _error(code: int, function: bytes, detail: str) -> NVMLError | None:
     return None if code == 0 else nvml_error(code, _text(function) or "?", detail)
 
 
-def _mig(ffi: Any, m: Any, gpu_index: int) -> RawMig:
+def _process_pairs(ffi: Any, out: Any, count: int) -> list[tuple[int, int | None]]:
+    """(pid, used memory or None) of every process listed, all devices together."""
+    used: list[int | None] = ffi.unpack(out.process_used, count)
+    if NVML_VALUE_NOT_AVAILABLE in used:
+        used = [None if u == NVML_VALUE_NOT_AVAILABLE else u for u in used]
+    return list(zip(ffi.unpack(out.process_pid, count), used))  # noqa: B905 (count each)
+
+
+def _mig(ffi: Any, m: Any, gpu_index: int, processes: list[tuple[int, int | None]]) -> RawMig:
     slot = m.slot
     detail = f"GPU {gpu_index} MIG slot {slot}"
+    procs = m.procs
     return RawMig(
-        slot=slot,
-        uuid=_text(ffi.string(m.uuid)),
-        name=_text(ffi.string(m.name)),
-        memory_total=m.memory_total if m.has_memory else None,
-        gpu_instance_id=m.gpu_instance_id if m.gpu_instance_id >= 0 else None,
-        compute_instance_id=m.compute_instance_id if m.compute_instance_id >= 0 else None,
-        error=_error(m.error.code, ffi.string(m.error.function), detail),
+        slot,
+        _text(ffi.string(m.uuid)),
+        _text(ffi.string(m.name)),
+        m.memory_total if m.has_memory else None,
+        m.gpu_instance_id if m.gpu_instance_id >= 0 else None,
+        m.compute_instance_id if m.compute_instance_id >= 0 else None,
+        _error(m.error.code, ffi.string(m.error.function), detail),
+        m.memory_used if m.has_memory else None,
+        processes[procs.first : procs.first + procs.count] if procs.read else None,
+        procs.total,
     )
 
 
-def _gpu(values: tuple[Any, ...], count: int) -> RawGpu:
-    index, has_handle, code, function = values[:4]
-    error = None if code == 0 else nvml_error(code, _text(function) or "?", f"GPU {index}")
-    if not has_handle:
-        return RawGpu(index, error)
-    name, uuid, bus_id, has_memory, memory, numa, has_cpus, cpus = values[4:12]
+def _peers(links: bytes, count: int, layout: _Layout) -> dict[int, int]:
+    """Direct NVLinks per peer GPU index, from the GPU's nvlink_to bytes."""
+    if links == layout.no_links:
+        return {}
+    return {j: n for j, n in enumerate(layout.links[count].unpack_from(links)) if n}
+
+
+# What a GPU is (name, UUID, bus id, NUMA node, CPUs, capability, MIG mode, NVLinks) does
+# not change between snapshots: per GPU index, the identity bytes last decoded and what
+# they decoded to, reused while the bytes compare equal (a memcmp).
+_identities: dict[int, tuple[bytes, tuple[Any, ...]]] = {}
+
+
+def _identity(index: int, raw: bytes, count: int, layout: _Layout) -> tuple[Any, ...]:
+    name, uuid, bus_id, numa, has_cpus, cpus, cc_major, cc_minor, mig_mode, *rest = (
+        layout.identity.unpack_from(raw)
+    )
+    mig_slots, links, nvswitch_links = rest
     # Driver strings that are not UTF-8 become U+FFFD, as the pure-Python backend has it.
-    cc_major, cc_minor, mig_mode, _, mig_slots = values[12:17]
-    peers = values[17 : 17 + count]
-    return RawGpu(
-        index,
-        error,
+    identity = (
         name.partition(b"\0")[0].decode("utf-8", "replace") or None,
         uuid.partition(b"\0")[0].decode("utf-8", "replace") or None,
         bus_id.partition(b"\0")[0].decode("utf-8", "replace") or None,
-        memory if has_memory else None,
         numa if numa >= 0 else None,
         int.from_bytes(cpus, _BYTEORDER) if has_cpus else None,
         (cc_major, cc_minor) if cc_major >= 0 else None,
         bool(mig_mode),
         mig_slots,
+        _peers(links, count, layout),
+        nvswitch_links,
+    )
+    _identities[index] = (raw, identity)
+    return identity
+
+
+def _gpu(
+    values: tuple[Any, ...],
+    raw: bytes,
+    count: int,
+    processes: list[tuple[int, int | None]],
+    layout: _Layout,
+) -> RawGpu:
+    index, has_handle, code, function, has_memory, memory, memory_used, *procs = values
+    error = None if code == 0 else nvml_error(code, _text(function) or "?", f"GPU {index}")
+    if not has_handle:
+        return RawGpu(index, error)
+    procs_read, procs_first, procs_count, procs_total, _ = procs
+    known = _identities.get(index)
+    if known is not None and known[0] == raw:
+        identity = known[1]
+    else:
+        identity = _identity(index, raw, count, layout)
+    name, uuid, bus_id, numa, cpu_mask, cc, mig_mode, mig_slots, peers, links = identity
+    return RawGpu(
+        index,
+        error,
+        name,
+        uuid,
+        bus_id,
+        memory if has_memory else None,
+        numa,
+        cpu_mask,
+        cc,
+        mig_mode,
+        mig_slots,
         [],
-        {j: n for j, n in enumerate(peers) if n} if any(peers) else {},
-        values[-1],
+        dict(peers) if peers else {},
+        links,
+        memory_used if has_memory else None,
+        processes[procs_first : procs_first + procs_count] if procs_read else None,
+        procs_total,
     )
 
 
@@ -138,31 +238,35 @@ def read(library: str, sysfs: str) -> RawNode:
     _layout = layout
     out = layout.new("pn_nvml_snapshot *")
     lib.pn_nvml_snapshot_read(library.encode(), sysfs.encode(), out)
-    host = out.host
-    node = RawNode(
-        hostname=ffi.string(host.hostname).decode("utf-8", "replace"),
-        cpus=host.cpus,
-        numa_nodes=host.numa_nodes,
-        route_ip=ffi.string(host.route_ip).decode() or None,
-    )
-    error = out.error
-    if error.code:
-        detail = ffi.string(out.detail).decode("utf-8", "replace")
-        node.error = _error(error.code, ffi.string(error.function), detail)
-        return node
-    node.driver = _text(ffi.string(out.driver))
-    shutdown = out.shutdown
-    node.shutdown_error = _error(shutdown.code, ffi.string(shutdown.function), "")
-    node.device_count = out.device_count
-    n = out.gpu_count
     buffer = ffi.buffer(out)
+    hostname, cpus, numa_nodes, route_ip, code, function, detail, *rest = layout.head.unpack_from(
+        buffer
+    )
+    node = RawNode(
+        hostname.partition(b"\0")[0].decode("utf-8", "replace"),
+        cpus,
+        numa_nodes,
+        route_ip.partition(b"\0")[0].decode() or None,
+    )
+    if code:
+        node.error = _error(code, function, detail.partition(b"\0")[0].decode("utf-8", "replace"))
+        return node
+    shutdown_code, shutdown_function, driver, node.device_count, n = rest
+    node.driver = _text(driver)
+    node.shutdown_error = _error(shutdown_code, shutdown_function, "")
+    pair_count, process_count = layout.counts.unpack_from(buffer, layout.counts_offset)
     unpack_gpu, size, start = layout.gpu.unpack_from, layout.gpu_size, layout.gpus_offset
+    processes = _process_pairs(ffi, out, process_count)
+    first, last = layout.identity_start, layout.identity_end
     for i in range(n):
-        values = unpack_gpu(buffer, start + i * size)
-        gpu = _gpu(values, n)
-        if values[15]:  # mig_count
+        at = start + i * size
+        values = unpack_gpu(buffer, at)
+        gpu = _gpu(values, buffer[at + first : at + last], n, processes, layout)
+        if values[-1]:  # mig_count
             entry = out.gpus[i]
-            gpu.migs = [_mig(ffi, entry.mig[k], gpu.index) for k in range(entry.mig_count)]
+            gpu.migs = [
+                _mig(ffi, entry.mig[k], gpu.index, processes) for k in range(entry.mig_count)
+            ]
         node.gpus.append(gpu)
-    node.pairs = ffi.unpack(out.pairs, 5 * out.pair_count)
+    node.pairs = ffi.unpack(out.pairs, 5 * pair_count)
     return node

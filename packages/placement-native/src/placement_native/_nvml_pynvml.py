@@ -25,8 +25,14 @@ from . import _host
 from ._raw import (
     MAX_GPUS,
     MAX_MIG,
+    MAX_PROCESSES,
     NVML_GPU_IS_LOST,
+    NVML_VALUE_NOT_AVAILABLE,
     OPTIONAL_ABSENT,
+    PROCESS_CAP,
+    PROCESS_FIRST,
+    PROCESS_SYMBOLS,
+    PROCESS_TRIES,
     REQUIRED_SYMBOLS,
     RawGpu,
     RawMig,
@@ -39,6 +45,7 @@ __all__ = ["read"]
 NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_INSUFFICIENT_SIZE = 7
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_AFFINITY_SCOPE_NODE = 0
@@ -51,6 +58,26 @@ NVLINK_DEVICE_TYPE_SWITCH = 2
 CPUSET_WORDS = 64
 MAX_LINKS = 36
 PRIVATE_NAME = "placement_native._pynvml"
+# NVML_STRUCT_VERSION(Memory, 2): sizeof(nvmlMemory_v2_t) | 2 << 24, as nvml.h has it.
+NVML_MEMORY_V2 = 40 | 2 << 24
+
+
+class _ProcessInfoV1(ctypes.Structure):
+    """nvmlProcessInfo_v1_t: what the unversioned process list function fills."""
+
+    _fields_ = (("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong))
+
+
+class _ProcessInfoV2(ctypes.Structure):
+    """nvmlProcessInfo_v2_t, also the nvmlProcessInfo_t of the _v3 function."""
+
+    _fields_ = (
+        ("pid", ctypes.c_uint),
+        ("usedGpuMemory", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+    )
+
 
 _lock = threading.Lock()
 _loaded: str | None = None
@@ -232,6 +259,60 @@ class _Reader:
 
     def __init__(self, nv: Any) -> None:
         self.nv = _Bindings(nv)
+        self.process_count = 0  # processes listed so far, all devices together
+        self.process_function: tuple[str, Any, type[ctypes.Structure]] | None = None
+        for symbol, v2 in PROCESS_SYMBOLS:
+            try:
+                function = nv._nvmlGetFunctionPointer(symbol)
+            except nv.NVMLError:  # this driver lacks it
+                continue
+            self.process_function = (symbol, function, _ProcessInfoV2 if v2 else _ProcessInfoV1)
+            break
+
+    def memory(self, dev: Any, t: _Target) -> tuple[int, int] | None:
+        """(total, used) memory: nvmlDeviceGetMemoryInfo_v2 where the driver has and
+        answers it, else the v1 function (as ``read_memory`` in C)."""
+        nv = self.nv
+        if not t.lost:
+            try:
+                mem = nv.nvmlDeviceGetMemoryInfo(dev, NVML_MEMORY_V2)
+            except nv.NVMLError as exc:
+                if exc.value not in OPTIONAL_ABSENT:
+                    t.fail(exc.value, "nvmlDeviceGetMemoryInfo_v2")
+                    return None
+            else:
+                return int(mem.total), int(mem.used)
+        mem = self.query(t, "nvmlDeviceGetMemoryInfo", nv.nvmlDeviceGetMemoryInfo, dev)
+        return None if mem is ABSENT else (int(mem.total), int(mem.used))
+
+    def processes(self, dev: Any, record: RawGpu | RawMig, t: _Target) -> None:
+        """The compute processes of one device, asked as ``read_processes`` in C asks:
+        room for ``PROCESS_FIRST``, then again with the count NVML reports while it answers
+        INSUFFICIENT_SIZE (``PROCESS_TRIES`` calls at most, never past ``PROCESS_CAP``)."""
+        if self.process_function is None or t.lost:
+            return
+        symbol, function, entry = self.process_function
+        count = ctypes.c_uint(PROCESS_FIRST)
+        offered, rc = 0, NVML_ERROR_INSUFFICIENT_SIZE
+        infos: Any = None
+        for _ in range(PROCESS_TRIES):
+            if rc != NVML_ERROR_INSUFFICIENT_SIZE or count.value > PROCESS_CAP:
+                break
+            offered = count.value
+            infos = (entry * offered)()
+            rc = function(dev, ctypes.byref(count), infos)
+        if rc != 0:
+            t.fail(rc, symbol)
+            return
+        listed = min(count.value, offered)
+        room = MAX_PROCESSES - self.process_count
+        entries = [infos[k] for k in range(min(listed, room))]
+        record.processes = [
+            (int(e.pid), None if e.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE else e.usedGpuMemory)
+            for e in entries
+        ]
+        record.process_total = listed
+        self.process_count += len(entries)
 
     def query(self, target: _Target, function: str, call: Callable[..., Any], *args: Any) -> Any:
         """Call one pynvml query; a failure other than "not supported" is the target's error."""
@@ -312,14 +393,17 @@ class _Reader:
             mt = _Target(mig, f"{t.detail} MIG slot {slot}")
             mig.uuid = _opt(_str, self.query(mt, "nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID, handle))
             mig.name = _opt(_str, self.query(mt, "nvmlDeviceGetName", nv.nvmlDeviceGetName, handle))
-            mem = self.query(mt, "nvmlDeviceGetMemoryInfo", nv.nvmlDeviceGetMemoryInfo, handle)
-            mig.memory_total = None if mem is ABSENT else int(mem.total)
+            memory = self.memory(handle, mt)
+            if memory is not None:
+                mig.memory_total, mig.memory_used = memory
             gi = self.query(mt, "nvmlDeviceGetGpuInstanceId", nv.nvmlDeviceGetGpuInstanceId, handle)
             mig.gpu_instance_id = None if gi is ABSENT else int(gi)
             ci = self.query(
                 mt, "nvmlDeviceGetComputeInstanceId", nv.nvmlDeviceGetComputeInstanceId, handle
             )
             mig.compute_instance_id = None if ci is ABSENT else int(ci)
+            # Per MIG device: on the parent, NVML lists them only to privileged callers.
+            self.processes(handle, mig, mt)
 
     def nvlinks(self, dev: Any, t: _Target) -> list[tuple[str, int | None]]:
         """The active NVLinks of one GPU: (far bus id, far device type or None)."""
@@ -337,6 +421,18 @@ class _Reader:
                 return found
             if int(active) != NVML_FEATURE_ENABLED:
                 continue
+            # The far end's type first: a link into an NVSwitch needs no bus id.
+            kind = self.query(
+                t,
+                "nvmlDeviceGetNvLinkRemoteDeviceType",
+                nv.nvmlDeviceGetNvLinkRemoteDeviceType,
+                dev,
+                link,
+            )
+            remote = None if kind is ABSENT else int(kind)
+            if remote == NVLINK_DEVICE_TYPE_SWITCH:
+                found.append(("", remote))
+                continue
             pci = self.query(
                 t,
                 "nvmlDeviceGetNvLinkRemotePciInfo_v2",
@@ -346,14 +442,7 @@ class _Reader:
             )
             if pci is ABSENT:
                 continue
-            kind = self.query(
-                t,
-                "nvmlDeviceGetNvLinkRemoteDeviceType",
-                nv.nvmlDeviceGetNvLinkRemoteDeviceType,
-                dev,
-                link,
-            )
-            found.append((_bus_id(pci) or "", None if kind is ABSENT else int(kind)))
+            found.append((_bus_id(pci) or "", remote))
         return found
 
     def gpu(self, index: int) -> tuple[RawGpu, Any, list[tuple[str, int | None]]]:
@@ -367,14 +456,17 @@ class _Reader:
         gpu.uuid = _opt(_str, self.query(t, "nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID, dev))
         pci = self.query(t, "nvmlDeviceGetPciInfo_v3", nv.nvmlDeviceGetPciInfo_v3, dev)
         gpu.pci_bus_id = None if pci is ABSENT else _bus_id(pci)
-        mem = self.query(t, "nvmlDeviceGetMemoryInfo", nv.nvmlDeviceGetMemoryInfo, dev)
-        gpu.memory_total = None if mem is ABSENT else int(mem.total)
+        memory = self.memory(dev, t)
+        if memory is not None:
+            gpu.memory_total, gpu.memory_used = memory
         self.numa_and_cpus(dev, gpu, t)
         cc = self.query(
             t, "nvmlDeviceGetCudaComputeCapability", nv.nvmlDeviceGetCudaComputeCapability, dev
         )
         gpu.compute_capability = None if cc is ABSENT else (int(cc[0]), int(cc[1]))
         self.mig(dev, gpu, t)
+        if not gpu.mig_mode:
+            self.processes(dev, gpu, t)
         links = self.nvlinks(dev, t)
         return gpu, (None if t.lost else dev), links
 

@@ -14,8 +14,14 @@ from .errors import NVMLAnswerError, NVMLError
 __all__ = [
     "MAX_GPUS",
     "MAX_MIG",
+    "MAX_PROCESSES",
     "NVML_NOT_SUPPORTED",
+    "NVML_VALUE_NOT_AVAILABLE",
     "OPTIONAL_ABSENT",
+    "PROCESS_CAP",
+    "PROCESS_FIRST",
+    "PROCESS_SYMBOLS",
+    "PROCESS_TRIES",
     "REQUIRED_SYMBOLS",
     "RawGpu",
     "RawMig",
@@ -40,6 +46,21 @@ REQUIRED_SYMBOLS = (
 # split into at most 7 MIG devices; an answer beyond these is a faulty driver's.
 MAX_GPUS = 64
 MAX_MIG = 8
+# Compute processes (PN_NVML_MAX_PROCS, _PROC_FIRST, _PROC_CAP, _PROC_TRIES): listed per node,
+# all devices together; room offered by a device's first query; the most read from one
+# device; queries per device, the retries after NVML_ERROR_INSUFFICIENT_SIZE included.
+MAX_PROCESSES = 4096
+PROCESS_FIRST = 64
+PROCESS_CAP = 4096
+PROCESS_TRIES = 4
+# The process list functions, newest first, and whether each fills nvmlProcessInfo_v2_t
+# (pid, used memory, GPU and compute instance ids) or the v1 struct (pid, used memory).
+PROCESS_SYMBOLS = (
+    ("nvmlDeviceGetComputeRunningProcesses_v3", True),
+    ("nvmlDeviceGetComputeRunningProcesses_v2", True),
+    ("nvmlDeviceGetComputeRunningProcesses", False),
+)
+NVML_VALUE_NOT_AVAILABLE = 2**64 - 1  # an unsigned long long NVML could not measure
 DEFAULT_LIBRARY = "libnvidia-ml.so.1"
 LIBRARY_ENV = "PLACEMENT_NVML_LIBRARY"
 
@@ -53,6 +74,9 @@ class RawMig:
     gpu_instance_id: int | None = None
     compute_instance_id: int | None = None
     error: NVMLError | None = None
+    memory_used: int | None = None
+    processes: list[tuple[int, int | None]] | None = None  # (pid, used memory), listed ones
+    process_total: int = 0  # NVML's count: above len(processes) when the node ran out of room
 
 
 @dataclass(slots=True)
@@ -72,6 +96,11 @@ class RawGpu:
     # active NVLinks: peer GPU index -> direct links, and links into an NVSwitch fabric
     nvlink_peers: dict[int, int] = field(default_factory=dict)
     nvswitch_links: int = 0
+    memory_used: int | None = None
+    # (pid, used memory or None) of the compute processes listed; None when not read (and
+    # for a GPU in MIG mode, whose MIG devices are asked instead)
+    processes: list[tuple[int, int | None]] | None = None
+    process_total: int = 0  # NVML's count: above len(processes) when the node ran out of room
 
 
 @dataclass(slots=True)
@@ -91,10 +120,23 @@ class RawNode:
     pairs: list[int] = field(default_factory=list)
 
 
+def _unlisted(record: RawGpu | RawMig, device: str) -> NVMLAnswerError | None:
+    """The error for processes NVML reported but the full snapshot had no room for."""
+    listed = record.processes
+    if listed is None or record.process_total <= len(listed):
+        return None
+    return NVMLAnswerError(
+        "nvmlDeviceGetComputeRunningProcesses",
+        f"{device}: {record.process_total} compute processes, beyond the {MAX_PROCESSES} a "
+        f"snapshot lists for the whole node; {len(listed)} are listed",
+    )
+
+
 def check_limits(raw: RawNode) -> None:
     """Report what the read left out: a device count or MIG slot count beyond the
-    capacities (only the first ``MAX_GPUS`` / ``MAX_MIG`` were read), and a failed
-    ``nvmlShutdown``. Each becomes the error of the node or GPU, unless it has one."""
+    capacities (only the first ``MAX_GPUS`` / ``MAX_MIG`` were read), processes beyond the
+    ``MAX_PROCESSES`` of a node, and a failed ``nvmlShutdown``. Each becomes the error of
+    the node, GPU or MIG device, unless it has one."""
     if raw.error is None and raw.device_count > MAX_GPUS:
         raw.error = NVMLAnswerError(
             "nvmlDeviceGetCount_v2",
@@ -108,5 +150,11 @@ def check_limits(raw: RawNode) -> None:
                 f"GPU {gpu.index}: {gpu.mig_slots} MIG slots, more than the {MAX_MIG} a GPU "
                 f"can have; slots 0-{MAX_MIG - 1} were read",
             )
+        listed = gpu.processes
+        if gpu.error is None and listed is not None and gpu.process_total > len(listed):
+            gpu.error = _unlisted(gpu, f"GPU {gpu.index}")
+        for mig in gpu.migs:
+            if mig.error is None:
+                mig.error = _unlisted(mig, f"GPU {gpu.index} MIG slot {mig.slot}")
     if raw.error is None:
         raw.error = raw.shutdown_error

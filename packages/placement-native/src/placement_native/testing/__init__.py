@@ -25,7 +25,7 @@ from placement_native.errors import FakeNVMLBuildError, FakeTopologyError
 from ._build import CACHE_ENV, cache_dir, library
 from ._fake import TOPOLOGY_ENV, FakeNvml, fake_nvml
 from ._machines import topology, topology_names
-from ._topology import FakeGpu, FakeLink, FakeMig, Topology, load_topology
+from ._topology import FakeGpu, FakeLink, FakeMig, FakeProcess, Topology, load_topology
 
 __all__ = [
     "CACHE_ENV",
@@ -35,6 +35,7 @@ __all__ = [
     "FakeMig",
     "FakeNVMLBuildError",
     "FakeNvml",
+    "FakeProcess",
     "FakeTopologyError",
     "Topology",
     "cache_dir",

@@ -20,6 +20,7 @@ __all__ = [
     "FakeGpu",
     "FakeLink",
     "FakeMig",
+    "FakeProcess",
     "Topology",
     "load_topology",
 ]
@@ -30,6 +31,8 @@ H100_MEMORY = 85520809984
 # What the C side can hold (fake_nvml.c: MAX_GPUS, MAX_MIG, MAX_LINKS, MAX_FAILS, buffers).
 MAX_GPUS, MAX_MIG, MAX_LINKS, MAX_FAILS, MAX_FUNCTION = 64, 8, 36, 8, 63
 U32_MAX = 2**32 - 1
+U64_MAX = 2**64 - 1  # NVML_VALUE_NOT_AVAILABLE: a process's memory NVML cannot measure
+MAX_PROCS = 16384  # processes of the whole node the C side holds (fake_nvml.c: MAX_PROCS)
 
 LEVEL_VALUES = {name: value for value, name in TOPOLOGY_LEVELS.items() if name != "X"}
 P2P_VALUES = {name: value for value, name in P2P_NAMES.items()}
@@ -60,11 +63,34 @@ class FakeLink:
 
 
 @dataclass
+class FakeProcess:
+    """A compute process on a GPU, or on one of its MIG instances.
+
+    Attributes:
+        pid: Its process id.
+        used_memory: GPU memory it uses; None answers NVML's "not available" value.
+        mig_slot: The MIG slot (a ``mig_devices`` slot) it runs on; None: the GPU itself.
+    """
+
+    pid: int
+    used_memory: int | None = None
+    mig_slot: int | None = None
+
+
+@dataclass
 class FakeGpu:
     """One fake GPU; a property left None is not supported (NVML answers NOT_SUPPORTED).
 
     Attributes:
         fail: NVML function name -> the return code it gives for this GPU.
+        memory_used: Memory in use (``nvmlMemory_v2_t.used``; the v1 call's ``used`` adds
+            ``memory_reserved``, the driver's own).
+        memory_reserved: Memory the driver reserves for itself.
+        processes: The compute processes on the GPU and on its MIG instances, in the order
+            NVML lists them; a MIG instance's memory in use is its processes' sum.
+        process_races: How many process-list queries after each ``nvmlInit`` find one
+            process more than they offer room for (``NVML_ERROR_INSUFFICIENT_SIZE``), as
+            when processes start between two calls.
     """
 
     name: str = H100
@@ -80,6 +106,10 @@ class FakeGpu:
     nvlink_slots: int = 0
     nvlinks: list[FakeLink] = field(default_factory=list)
     fail: dict[str, int] = field(default_factory=dict)
+    memory_used: int = 0
+    memory_reserved: int = 0
+    processes: list[FakeProcess] = field(default_factory=list)
+    process_races: int = 0
 
 
 @dataclass
@@ -129,6 +159,8 @@ class Topology:
             FakeTopologyError: naming the field, its value and what was expected.
         """
         _check(len(self.gpus) <= MAX_GPUS, "gpus", len(self.gpus), f"at most {MAX_GPUS} GPUs")
+        processes = sum(len(g.processes) for g in self.gpus)
+        _check(processes <= MAX_PROCS, "gpus", processes, f"at most {MAX_PROCS} processes in all")
         _text(self.driver, "driver", spaces=False)
         if self.count is not None:
             _check(0 <= self.count <= U32_MAX, "count", self.count, f"0..{U32_MAX}")
@@ -179,6 +211,13 @@ class Topology:
                 lines.append(f"gpu {i} nvlink {k.link} {int(k.active)} {kind} {k.remote_bus}")
             for function, code in g.fail.items():
                 lines.append(f"gpu {i} fail {function} {code}")
+            lines.append(f"gpu {i} used {g.memory_used} {g.memory_reserved}")
+            for p in g.processes:
+                used = "na" if p.used_memory is None else p.used_memory
+                slot = "" if p.mig_slot is None else f" {p.mig_slot}"
+                lines.append(f"gpu {i} proc {p.pid} {used}{slot}")
+            if g.process_races:
+                lines.append(f"gpu {i} procrace {g.process_races}")
         for (a, b), level in sorted(self.levels.items()):
             lines.append(f"topo {a} {b} {LEVEL_VALUES[level]}")
         for (a, b), status in sorted(self.p2p.items()):
@@ -301,6 +340,7 @@ def _gpu_checks(gpu: FakeGpu, where: str) -> None:
         _check(link.remote in REMOTE_TYPES, f"{at}.remote", link.remote, "'gpu' or 'switch'")
         _text(link.remote_bus, f"{at}.remote_bus", spaces=False)
     _check(len(gpu.fail) <= MAX_FAILS, f"{where}.fail", len(gpu.fail), f"<= {MAX_FAILS} entries")
+    _memory_checks(gpu, where)
     for function in gpu.fail:
         _check(
             len(function) <= MAX_FUNCTION and function.isidentifier(),
@@ -308,6 +348,41 @@ def _gpu_checks(gpu: FakeGpu, where: str) -> None:
             function,
             "an NVML function name",
         )
+
+
+def _memory_checks(gpu: FakeGpu, where: str) -> None:
+    in_use = gpu.memory_used + gpu.memory_reserved
+    for name, value in (("memory_used", gpu.memory_used), ("memory_reserved", gpu.memory_reserved)):
+        _check(value >= 0, f"{where}.{name}", value, "bytes >= 0")
+    _check(
+        in_use <= gpu.memory,
+        f"{where}.memory_used",
+        gpu.memory_used,
+        f"with memory_reserved at most memory ({gpu.memory} bytes)",
+    )
+    slots = {m.slot for m in gpu.mig_devices}
+    for k, process in enumerate(gpu.processes):
+        at = f"{where}.processes[{k}]"
+        _check(0 <= process.pid <= U32_MAX, f"{at}.pid", process.pid, f"0..{U32_MAX}")
+        used = process.used_memory
+        _check(
+            used is None or 0 <= used < U64_MAX,
+            f"{at}.used_memory",
+            used,
+            f"bytes 0..{U64_MAX - 1}, or null for not available",
+        )
+        _check(
+            process.mig_slot is None or process.mig_slot in slots,
+            f"{at}.mig_slot",
+            process.mig_slot,
+            f"a slot of mig_devices ({sorted(slots)})" if slots else "null (no mig_devices)",
+        )
+    _check(
+        0 <= gpu.process_races <= 2**31 - 1,
+        f"{where}.process_races",
+        gpu.process_races,
+        f"0..{2**31 - 1}",
+    )
 
 
 class _Reader:
@@ -407,6 +482,10 @@ def _gpu_from(item: Any, index: int) -> FakeGpu:
             "nvlink_slots",
             "nvlinks",
             "fail",
+            "memory_used",
+            "memory_reserved",
+            "processes",
+            "process_races",
         },
     )
     cc = gpu.get("compute_capability", list, [9, 0])
@@ -443,6 +522,17 @@ def _gpu_from(item: Any, index: int) -> FakeGpu:
                 remote=n.get("remote", str, "gpu"),
             )
         )
+    processes = []
+    for k, raw in enumerate(gpu.list("processes")):
+        p = _Reader(raw, f"gpus[{index}].processes[{k}]")
+        p.keys({"pid"}, {"used_memory", "mig_slot"})
+        processes.append(
+            FakeProcess(
+                pid=p.get("pid", int, 0),
+                used_memory=p.get("used_memory", (int, type(None)), None),
+                mig_slot=p.get("mig_slot", (int, type(None)), None),
+            )
+        )
     fail_where = f"gpus[{index}].fail"
     fail = {
         str(function): _code(code, f"{fail_where}.{function}")
@@ -462,4 +552,8 @@ def _gpu_from(item: Any, index: int) -> FakeGpu:
         nvlink_slots=gpu.get("nvlink_slots", int, 0),
         nvlinks=links,
         fail=fail,
+        memory_used=gpu.get("memory_used", int, 0),
+        memory_reserved=gpu.get("memory_reserved", int, 0),
+        processes=processes,
+        process_races=gpu.get("process_races", int, 0),
     )

@@ -17,6 +17,15 @@
  *   gpu I name TEXT...             declares GPU I (device count = highest I + 1)
  *   gpu I uuid|bus TEXT
  *   gpu I mem BYTES
+ *   gpu I used BYTES [RESERVED]    memory in use (default 0); nvmlMemory_v2_t reports it
+ *                                  and the reserved bytes apart, v1's used adds them up
+ *   gpu I proc PID USED [SLOT]     a compute process using USED bytes ("na": NVML's
+ *                                  not-available value) on the GPU, or on its MIG device
+ *                                  in SLOT (whose used memory is its processes' sum);
+ *                                  listed in the order written
+ *   gpu I procrace N               the first N process queries after each nvmlInit find one
+ *                                  more process than the room offered: they answer
+ *                                  INSUFFICIENT_SIZE with that count
  *   gpu I numa NODE                (without it: NUMA queries are NOT_SUPPORTED)
  *   gpu I cpus CPULIST             (without it: CPU affinity is NOT_SUPPORTED)
  *   gpu I cc MAJOR MINOR
@@ -26,7 +35,8 @@
  *   gpu I migdev SLOT GI CI BYTES UUID NAME...
  *   gpu I links N                  NVLink slots (without it: NOT_SUPPORTED at link 0)
  *   gpu I nvlink LINK ACTIVE TYPE REMOTE_BUS   TYPE: 0 GPU, 2 NVSwitch
- *   gpu I fail FUNCTION CODE       FUNCTION returns CODE for this GPU
+ *   gpu I fail FUNCTION CODE       FUNCTION returns CODE for this GPU (a failure of
+ *                                  nvmlDeviceGetMemoryInfo also fails its _v2)
  *   topo I J LEVEL                 nvmlGpuTopologyLevel_t of the pair (both orders)
  *   p2p I J STATUS                 nvmlGpuP2PStatus_t of the pair (both orders)
  */
@@ -40,6 +50,8 @@
 #define MAX_MIG 8
 #define MAX_LINKS 36
 #define MAX_FAILS 8
+#define MAX_PROCS 16384 /* processes of the whole node */
+#define NOT_AVAILABLE 0xFFFFFFFFFFFFFFFFULL
 
 typedef int nvmlReturn_t;
 enum {
@@ -49,6 +61,7 @@ enum {
     E_NOT_SUPPORTED = 3,
     E_NOT_FOUND = 6,
     E_INSUFFICIENT = 7,
+    E_VERSION_MISMATCH = 25,
 };
 
 typedef struct {
@@ -60,6 +73,28 @@ typedef struct {
 typedef struct {
     unsigned long long total, free, used;
 } nvmlMemory_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_v2_t;
+
+typedef struct {
+    int gpu, slot; /* slot -1: the GPU itself */
+    unsigned int pid;
+    unsigned long long used;
+} fake_proc;
 
 typedef struct {
     int is_mig;
@@ -82,7 +117,8 @@ typedef struct {
     int index;
     int declared;
     char name[96], uuid[96], bus[32];
-    unsigned long long mem;
+    unsigned long long mem, used, reserved;
+    int procrace, races_left;
     int has_numa, numa;
     nvmlPciInfo_t pci;
     int has_cpus;
@@ -104,6 +140,8 @@ static int init_code, count_error, shutdown_code, initialized;
 static long long count_override = -1;
 static char driver[128];
 static int topo[MAX_GPUS][MAX_GPUS], p2p[MAX_GPUS][MAX_GPUS];
+static fake_proc procs[MAX_PROCS];
+static int proc_count;
 
 static char *rest(char *s)
 {
@@ -156,6 +194,18 @@ static void parse_gpu(int i, char *key, char *value)
     }
     else if (!strcmp(key, "mem"))
         g->mem = strtoull(value, NULL, 10);
+    else if (!strcmp(key, "used"))
+        sscanf(value, "%llu %llu", &g->used, &g->reserved);
+    else if (!strcmp(key, "proc") && proc_count < MAX_PROCS) {
+        fake_proc *p = &procs[proc_count];
+        char used[32];
+        p->gpu = i, p->slot = -1;
+        if (sscanf(value, "%u %31s %d", &p->pid, used, &p->slot) >= 2) {
+            p->used = strcmp(used, "na") ? strtoull(used, NULL, 10) : NOT_AVAILABLE;
+            proc_count++;
+        }
+    } else if (!strcmp(key, "procrace"))
+        g->procrace = atoi(value);
     else if (!strcmp(key, "numa"))
         g->has_numa = 1, g->numa = atoi(value);
     else if (!strcmp(key, "cpus"))
@@ -220,7 +270,7 @@ static void load(void)
     if (unchanged(path))
         return;
     memset(gpus, 0, sizeof gpus);
-    gpu_count = 0, init_code = 0, count_error = 0, shutdown_code = 0, count_override = -1;
+    gpu_count = 0, proc_count = 0, init_code = 0, count_error = 0, shutdown_code = 0, count_override = -1;
     snprintf(driver, sizeof driver, "0.0");
     for (int i = 0; i < MAX_GPUS; i++) {
         gpus[i].index = i;
@@ -293,6 +343,8 @@ EXPORT nvmlReturn_t nvmlInit_v2(void)
     load();
     if (init_code)
         return init_code;
+    for (int i = 0; i < gpu_count; i++)
+        gpus[i].races_left = gpus[i].procrace;
     initialized++;
     return OK;
 }
@@ -372,13 +424,72 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(void *h, nvmlPciInfo_t *pci)
     return OK;
 }
 
+/* Memory in use on a MIG device: what its processes use. */
+static unsigned long long mig_used(void *h)
+{
+    const fake_mig *m = (const fake_mig *)h;
+    unsigned long long used = 0;
+    for (int k = 0; k < proc_count; k++)
+        if (procs[k].gpu == m->gpu && procs[k].slot == (int)(m - gpus[m->gpu].migs) &&
+            procs[k].used != NOT_AVAILABLE)
+            used += procs[k].used;
+    return used;
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(void *h, nvmlMemory_t *mem)
 {
     ENTER(h, "nvmlDeviceGetMemoryInfo");
-    mem->total = ((fake_mig *)h)->is_mig ? ((fake_mig *)h)->mem : GPU_OF(h)->mem;
-    mem->free = mem->total;
-    mem->used = 0;
+    const fake_gpu *g = GPU_OF(h);
+    mem->total = ((fake_mig *)h)->is_mig ? ((fake_mig *)h)->mem : g->mem;
+    mem->used = ((fake_mig *)h)->is_mig ? mig_used(h) : g->used + g->reserved;
+    mem->free = mem->total - mem->used;
     return OK;
+}
+
+/* The processes of a GPU (slot -1) or of its MIG device, as NVML lists them. */
+static nvmlReturn_t list_processes(void *h, unsigned int *count, void *infos, int v2)
+{
+    fake_gpu *g = GPU_OF(h);
+    int slot = ((fake_mig *)h)->is_mig ? (int)((fake_mig *)h - g->migs) : -1;
+    unsigned int n = 0;
+    if (count == NULL)
+        return E_INVALID;
+    for (int k = 0; k < proc_count; k++)
+        n += procs[k].gpu == g->index && procs[k].slot == slot;
+    if (g->races_left > 0) {
+        g->races_left--;
+        *count += 1;
+        return E_INSUFFICIENT;
+    }
+    if (*count < n || (infos == NULL && n > 0)) {
+        *count = n;
+        return E_INSUFFICIENT;
+    }
+    unsigned int filled = 0;
+    for (int k = 0; k < proc_count && filled < n; k++) {
+        const fake_proc *p = &procs[k];
+        if (p->gpu != g->index || p->slot != slot)
+            continue;
+        if (v2) {
+            nvmlProcessInfo_v2_t *info = (nvmlProcessInfo_v2_t *)infos + filled;
+            info->pid = p->pid, info->usedGpuMemory = p->used;
+            info->gpuInstanceId = slot < 0 ? 0xFFFFFFFFu : g->migs[slot].gi;
+            info->computeInstanceId = slot < 0 ? 0xFFFFFFFFu : g->migs[slot].ci;
+        } else {
+            nvmlProcessInfo_v1_t *info = (nvmlProcessInfo_v1_t *)infos + filled;
+            info->pid = p->pid, info->usedGpuMemory = p->used;
+        }
+        filled++;
+    }
+    *count = n;
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(void *h, unsigned int *count,
+                                                         void *infos)
+{
+    ENTER(h, "nvmlDeviceGetComputeRunningProcesses");
+    return list_processes(h, count, infos, 0);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetCpuAffinity(void *h, unsigned int size, unsigned long *set)
@@ -443,6 +554,34 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(void *h, unsigned int li
 }
 
 #ifndef FAKE_OLD_DRIVER
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(void *h, nvmlMemory_v2_t *mem)
+{
+    ENTER(h, "nvmlDeviceGetMemoryInfo");
+    ENTER(h, "nvmlDeviceGetMemoryInfo_v2");
+    if (mem->version != (sizeof *mem | 2u << 24))
+        return E_VERSION_MISMATCH;
+    const fake_gpu *g = GPU_OF(h);
+    mem->total = ((fake_mig *)h)->is_mig ? ((fake_mig *)h)->mem : g->mem;
+    mem->reserved = ((fake_mig *)h)->is_mig ? 0 : g->reserved;
+    mem->used = ((fake_mig *)h)->is_mig ? mig_used(h) : g->used;
+    mem->free = mem->total - mem->used - mem->reserved;
+    return OK;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(void *h, unsigned int *count,
+                                                            void *infos)
+{
+    ENTER(h, "nvmlDeviceGetComputeRunningProcesses_v2");
+    return list_processes(h, count, infos, 1);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned int *count,
+                                                            void *infos)
+{
+    ENTER(h, "nvmlDeviceGetComputeRunningProcesses_v3");
+    return list_processes(h, count, infos, 1);
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(void *h, unsigned int link, int *type)
 {
     fake_link *l;
