@@ -204,7 +204,7 @@ def test_a_layout_that_cannot_keep_engines_in_a_node_fails_before_reserving(
 def test_rollout_external_reserves_only_the_trainer(ray_env: Cluster) -> None:
     args = slime_args(rollout_external=True, rollout_num_gpus=None)
     pgs = create_placement_groups(args, cluster=ray_env)
-    pg, bundles, gpus = pgs["actor"]
+    pg, bundles, _ = pgs["actor"]
     assert len(bundles) == 4
     assert pgs["rollout"] == (pg, [], [])
 

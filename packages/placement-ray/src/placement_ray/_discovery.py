@@ -151,7 +151,7 @@ def _ray_model(resources: Mapping[str, float], labels: Mapping[str, str]) -> str
 def _gpu_vendor(model: str | None) -> str:
     """The vendor of a Ray ``GPU`` from its accelerator type name."""
     name = (model or "").upper()
-    if name.startswith("AMD") or name.startswith(("MI1", "MI2", "MI3", "MI4")):
+    if name.startswith(("AMD", "MI1", "MI2", "MI3", "MI4")):
         return "amd"
     if name.startswith("INTEL"):
         return "intel"
@@ -243,8 +243,10 @@ def build_inventory(ordered: Sequence[NodeFacts]) -> Inventory:
                 f"the snapshot taken on node {rank} ({facts.node_id}) is malformed: {error.reason}",
                 path=error.path,
             ) from None
-        if facts.snapshot and facts.snapshot.get("accelerators") and len(accelerators) != int(
-            ray_gpus
+        if (
+            facts.snapshot
+            and facts.snapshot.get("accelerators")
+            and len(accelerators) != int(ray_gpus)
         ):
             logger.warning(
                 "node %d (%s): NVML sees %d GPUs but Ray manages %g; Ray can only reserve "

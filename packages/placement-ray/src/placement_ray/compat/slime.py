@@ -122,9 +122,7 @@ def create_placement_groups(
         _int(args, "actor_num_nodes", 0),
         _int(args, "actor_num_gpus_per_node", 0),
         _int(args, "rollout_num_gpus", 0, unused=no_engines),
-        rollout_num_gpus_per_engine=_int(
-            args, "rollout_num_gpus_per_engine", 1, unused=no_engines
-        ),
+        rollout_num_gpus_per_engine=_int(args, "rollout_num_gpus_per_engine", 1, unused=no_engines),
         colocate=flags["colocate"],
         debug_train_only=flags["debug_train_only"],
         debug_rollout_only=flags["debug_rollout_only"],
