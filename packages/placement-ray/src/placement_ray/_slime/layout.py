@@ -22,6 +22,7 @@ Every bundle is pinned to a node chosen so that each rollout engine keeps to one
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ray.util.placement_group import PlacementGroup
@@ -34,6 +35,7 @@ from placement_ray._placement_groups import (
     create_placement_group,
     node_totals,
 )
+from placement_ray._rayapi import available_per_node
 from placement_ray.errors import ArgumentError, EngineAlignmentError, UnknownRoleError
 
 from .alignment import align_engines
@@ -216,15 +218,38 @@ def slime_bundle_counts(
     return mode, total, actors, start, rollouts
 
 
-def _capacity(cluster: Cluster, cpus_per_bundle: float) -> list[int]:
-    """Per node rank, how many ``{"GPU": 1, "CPU": c}`` bundles it can ever hold."""
-    capacity = []
-    for total in node_totals(cluster):
-        fits = int(total.get("GPU", 0.0) + 1e-9)
-        if cpus_per_bundle:
-            fits = min(fits, int(total.get("CPU", 0.0) / cpus_per_bundle + 1e-9))
-        capacity.append(fits)
-    return capacity
+def _fits(resources: Mapping[str, float], cpus_per_bundle: float) -> int:
+    fits = int(resources.get("GPU", 0.0) + 1e-9)
+    if cpus_per_bundle:
+        fits = min(fits, int(resources.get("CPU", 0.0) / cpus_per_bundle + 1e-9))
+    return fits
+
+
+def _capacities(cluster: Cluster, cpus_per_bundle: float) -> tuple[list[int], list[int]]:
+    """Per node rank, how many ``{"GPU": 1, "CPU": c}`` bundles fit now and ever."""
+    available = available_per_node()
+    now = [_fits(available.get(n.node_id, {}), cpus_per_bundle) for n in cluster.nodes]
+    ever = [_fits(total, cpus_per_bundle) for total in node_totals(cluster)]
+    return now, ever
+
+
+def _pins(
+    cluster: Cluster, cpus_per_bundle: float, engine_size: int, shape: Mapping[str, int]
+) -> tuple[list[int], bool]:
+    """Node of each position so that engines keep to nodes, and whether that is dense.
+
+    Planned over what is free now where that works (the group is placed at once), else
+    over the nodes' totals (it waits for running work). Dense: filling nodes in order
+    gives the same nodes, so Ray's own ``PACK`` may well place it without pins.
+    """
+    now, ever = _capacities(cluster, cpus_per_bundle)
+    try:
+        capacity = now
+        pins = align_engines(capacity, engine_size=engine_size, **shape)
+    except EngineAlignmentError:
+        capacity = ever
+        pins = align_engines(capacity, engine_size=engine_size, **shape)
+    return pins, pins == align_engines(capacity, engine_size=1, **shape)
 
 
 def _check_engines(rollout: RoleBundles, engine_size: int) -> None:
@@ -237,7 +262,8 @@ def _check_engines(rollout: RoleBundles, engine_size: int) -> None:
             raise EngineAlignmentError(
                 f"rollout_num_gpus_per_engine: engine {first // engine_size} of "
                 f"{engine_size} GPUs landed on nodes {sorted(set(nodes))} without holding "
-                "them whole (a STRICT_* strategy cannot be pinned); use strategy='PACK'",
+                "them whole; only with strategy 'PACK' or 'SPREAD' are bundles pinned so "
+                "that each engine keeps to a node",
                 problems=[f"engine {first // engine_size} straddles nodes"],
             )
 
@@ -322,27 +348,32 @@ def create_placement_groups(
     bundle = {"GPU": 1.0, "CPU": float(cpus_per_bundle)} if cpus_per_bundle else {"GPU": 1.0}
     bundles = [bundle] * total
     pins: list[int] | None = None
-    if strategy in ("PACK", "SPREAD"):
+    pinnable = strategy in ("PACK", "SPREAD")
+    shape = {"actors": actors, "start": start, "rollouts": rollouts, "total": total}
+    if pinnable:
         check_feasible(bundles, node_totals(cluster), strategy=strategy)
-        pins = align_engines(
-            _capacity(cluster, float(cpus_per_bundle)),
-            actors=actors,
-            start=start,
-            rollouts=rollouts,
-            total=total,
-            engine_size=engine_size,
-        )
+        pins, dense = _pins(cluster, float(cpus_per_bundle), engine_size, shape)
+        if dense:
+            # Try Ray's own PACK first: Ray before ray-project/ray#55599 ignores pins.
+            pins = None
     group = create_placement_group(
         cluster, bundles, strategy=strategy, pin_to=pins, timeout_s=timeout_s
     )
     slots = group.slots
-    actor = RoleBundles.from_slots("actor", group.pg, slots[:actors])
     rollout = RoleBundles.from_slots("rollout", group.pg, slots[start : start + rollouts])
     try:
         _check_engines(rollout, engine_size)
     except EngineAlignmentError:
         group.remove()
-        raise
+        if not pinnable or pins is not None:
+            raise
+        pins, _ = _pins(cluster, float(cpus_per_bundle), engine_size, shape)
+        group = create_placement_group(
+            cluster, bundles, strategy=strategy, pin_to=pins, timeout_s=timeout_s
+        )
+        slots = group.slots
+        rollout = RoleBundles.from_slots("rollout", group.pg, slots[start : start + rollouts])
+    actor = RoleBundles.from_slots("actor", group.pg, slots[:actors])
     return SlimeLayout(
         group=group,
         actor=actor,
