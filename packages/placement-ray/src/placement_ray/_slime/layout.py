@@ -239,17 +239,20 @@ def _pins(
     """Node of each position so that engines keep to nodes, and whether that is dense.
 
     Planned over what is free now where that works (the group is placed at once), else
-    over the nodes' totals (it waits for running work). Dense: filling nodes in order
+    over the nodes' totals (it waits for running work); an engine bigger than a node is
+    always planned over the totals, as it takes whole nodes. Dense: filling nodes in order
     gives the same nodes, so Ray's own ``PACK`` may well place it without pins.
     """
     now, ever = _capacities(cluster, cpus_per_bundle)
-    try:
-        capacity = now
-        pins = align_engines(capacity, engine_size=engine_size, **shape)
-    except EngineAlignmentError:
-        capacity = ever
-        pins = align_engines(capacity, engine_size=engine_size, **shape)
-    return pins, pins == align_engines(capacity, engine_size=1, **shape)
+    # A multi-node engine takes whole nodes: only the totals say what is whole.
+    if engine_size <= max(ever, default=0):
+        try:
+            pins = align_engines(now, engine_size=engine_size, **shape)
+            return pins, pins == align_engines(now, engine_size=1, **shape)
+        except EngineAlignmentError:
+            pass
+    pins = align_engines(ever, engine_size=engine_size, **shape)
+    return pins, pins == align_engines(ever, engine_size=1, **shape)
 
 
 def _check_engines(rollout: RoleBundles, engine_size: int) -> None:
