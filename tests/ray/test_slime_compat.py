@@ -152,30 +152,42 @@ def test_slimes_train_group_lands_rank_by_rank_in_node_gpu_order(
     args = slime_args(actor_num_nodes=2, rollout_num_gpus=4)
     pgs = create_placement_groups(args, cluster=ray_env)
     seats = allocate_train_group(pgs["actor"], 8, actors)
-    assert seats == [(n, g) for n in (0, 1) for g in range(GPUS_PER_NODE)]
+    first, second = seats[0][0], seats[GPUS_PER_NODE][0]
+    assert first < second
+    assert seats == [(n, g) for n in (first, second) for g in range(GPUS_PER_NODE)]
     assert [g for _, g in seats] == pgs["actor"][2][:8]
 
 
-@pytest.mark.parametrize(
-    ("overrides", "expected"),
-    [
-        (
-            {"rollout_num_gpus": 8, "rollout_num_gpus_per_engine": 8},
-            [[(1, g) for g in range(4)], [(2, g) for g in range(4)]],
-        ),
-        (
-            {"colocate": True, "rollout_num_gpus": 4, "rollout_num_gpus_per_engine": 4},
-            [[(0, g) for g in range(4)]],
-        ),
-    ],
-    ids=["multi-node-engine", "colocate"],
-)
-def test_slimes_rollout_manager_finds_each_engine_on_its_own_node(
-    ray_env: Cluster, actors: list[Any], overrides: dict[str, Any], expected: list[Any]
+def nodes_and_gpus(seen: list[list[tuple[int, int]]]) -> list[tuple[int, list[int]]]:
+    """Per engine actor, its one node and its GPUs (asserting that it has one node)."""
+    shape = []
+    for engine in seen:
+        nodes = {n for n, _ in engine}
+        assert len(nodes) == 1, f"engine actor on nodes {sorted(nodes)}"
+        shape.append((nodes.pop(), [g for _, g in engine]))
+    return shape
+
+
+def test_slimes_rollout_manager_runs_a_multi_node_engine_on_whole_nodes(
+    ray_env: Cluster, actors: list[Any]
 ) -> None:
-    args = slime_args(**overrides)
+    args = slime_args(rollout_num_gpus=8, rollout_num_gpus_per_engine=8)
     pgs = create_placement_groups(args, cluster=ray_env)
-    assert create_rollout_engines(pgs["rollout"], args, actors) == expected
+    trainer = {n for n, _ in allocate_train_group(pgs["actor"], 4, actors)}
+    shape = nodes_and_gpus(create_rollout_engines(pgs["rollout"], args, actors))
+    assert [gpus for _, gpus in shape] == [list(range(GPUS_PER_NODE))] * 2
+    assert len({node for node, _ in shape} | trainer) == 3
+
+
+def test_slimes_rollout_manager_colocates_an_engine_on_the_trainers_node(
+    ray_env: Cluster, actors: list[Any]
+) -> None:
+    args = slime_args(colocate=True, rollout_num_gpus=4, rollout_num_gpus_per_engine=4)
+    pgs = create_placement_groups(args, cluster=ray_env)
+    trainer = allocate_train_group(pgs["actor"], 4, actors)
+    shape = nodes_and_gpus(create_rollout_engines(pgs["rollout"], args, actors))
+    assert shape == [(trainer[0][0], list(range(GPUS_PER_NODE)))]
+    assert trainer == [(trainer[0][0], g) for g in range(GPUS_PER_NODE)]
 
 
 def test_an_engine_that_slime_would_split_across_nodes_stays_in_one(
