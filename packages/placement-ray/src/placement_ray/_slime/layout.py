@@ -15,8 +15,8 @@ See docs/concepts/slime-layouts.md.
 engines run elsewhere, so only the trainer's GPUs are reserved. Bundles are ordered by
 (node rank, physical GPU index), so rank r of the actor role sits in the r-th bundle and
 nodes that share an IP are never interleaved (slime sorts by IP and GPU id, which does).
-Every bundle is pinned to a node chosen so that each rollout engine keeps to one node
-(or to whole nodes); see ``alignment``.
+Each rollout engine keeps to one node (or to whole nodes): where filling nodes in order
+would split one, every bundle is pinned to a node chosen for that; see ``alignment``.
 """
 
 from __future__ import annotations
