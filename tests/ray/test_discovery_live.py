@@ -14,18 +14,17 @@ import ray
 
 from placement_ray._discovery import build_inventory, discover_nodes
 
-from .conftest import NODE_ARGS
-
 
 @pytest.fixture(scope="module")
-def npu_node(sim_cluster: Any) -> Iterator[str]:
+def npu_node(simulated: Any) -> Iterator[str]:
     """The Ray node id of an extra node with 2 NPUs (Ascend 910B) and no GPU."""
+    sim_cluster = simulated.ray_cluster
     node = sim_cluster.add_node(
         num_cpus=1,
         num_gpus=0,
         resources={"NPU": 2, "accelerator_type:Ascend910B": 1},
         node_ip_address="127.0.0.1",
-        object_store_memory=NODE_ARGS["object_store_memory"],
+        object_store_memory=80 * 1024 * 1024,
     )
     sim_cluster.wait_for_nodes(timeout=60)
     try:

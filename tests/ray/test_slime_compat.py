@@ -50,6 +50,12 @@ def slime_args(**overrides: Any) -> Namespace:
     return Namespace(**values)
 
 
+@pytest.fixture
+def actors() -> list[Any]:
+    """Actors a test starts (the cluster fixture removes them after the test)."""
+    return []
+
+
 def where_am_i() -> tuple[int, list[int]]:
     """(node rank from the node's environment, GPU ids Ray gave this process)."""
     return int(os.environ["PLACEMENT_NODE_RANK"]), sorted(int(g) for g in ray.get_gpu_ids())
@@ -131,8 +137,8 @@ def create_rollout_engines(
     return seen
 
 
-def test_the_dict_has_slimes_keys_and_plain_int_lists(ray_env: Cluster) -> None:
-    pgs = create_placement_groups(slime_args(), cluster=ray_env)
+def test_the_dict_has_slimes_keys_and_plain_int_lists(placement_cluster: Cluster) -> None:
+    pgs = create_placement_groups(slime_args(), cluster=placement_cluster)
     assert set(pgs) == {"actor", "critic", "rollout"}
     assert pgs["critic"] is None
     pg, bundles, gpus = pgs["actor"]
@@ -141,16 +147,16 @@ def test_the_dict_has_slimes_keys_and_plain_int_lists(ray_env: Cluster) -> None:
     assert pgs["rollout"] == (pg, bundles[4:], gpus[4:])
 
 
-def test_use_critic_gives_the_critic_the_actors_tuple(ray_env: Cluster) -> None:
-    pgs = create_placement_groups(slime_args(use_critic=True), cluster=ray_env)
+def test_use_critic_gives_the_critic_the_actors_tuple(placement_cluster: Cluster) -> None:
+    pgs = create_placement_groups(slime_args(use_critic=True), cluster=placement_cluster)
     assert pgs["critic"] is pgs["actor"]
 
 
 def test_slimes_train_group_lands_rank_by_rank_in_node_gpu_order(
-    ray_env: Cluster, actors: list[Any]
+    placement_cluster: Cluster, actors: list[Any]
 ) -> None:
     args = slime_args(actor_num_nodes=2, rollout_num_gpus=4)
-    pgs = create_placement_groups(args, cluster=ray_env)
+    pgs = create_placement_groups(args, cluster=placement_cluster)
     seats = allocate_train_group(pgs["actor"], 8, actors)
     first, second = seats[0][0], seats[GPUS_PER_NODE][0]
     assert first < second
@@ -169,10 +175,10 @@ def nodes_and_gpus(seen: list[list[tuple[int, int]]]) -> list[tuple[int, list[in
 
 
 def test_slimes_rollout_manager_runs_a_multi_node_engine_on_whole_nodes(
-    ray_env: Cluster, actors: list[Any]
+    placement_cluster: Cluster, actors: list[Any]
 ) -> None:
     args = slime_args(rollout_num_gpus=8, rollout_num_gpus_per_engine=8)
-    pgs = create_placement_groups(args, cluster=ray_env)
+    pgs = create_placement_groups(args, cluster=placement_cluster)
     trainer = {n for n, _ in allocate_train_group(pgs["actor"], 4, actors)}
     shape = nodes_and_gpus(create_rollout_engines(pgs["rollout"], args, actors))
     assert [gpus for _, gpus in shape] == [list(range(GPUS_PER_NODE))] * 2
@@ -180,10 +186,10 @@ def test_slimes_rollout_manager_runs_a_multi_node_engine_on_whole_nodes(
 
 
 def test_slimes_rollout_manager_colocates_an_engine_on_the_trainers_node(
-    ray_env: Cluster, actors: list[Any]
+    placement_cluster: Cluster, actors: list[Any]
 ) -> None:
     args = slime_args(colocate=True, rollout_num_gpus=4, rollout_num_gpus_per_engine=4)
-    pgs = create_placement_groups(args, cluster=ray_env)
+    pgs = create_placement_groups(args, cluster=placement_cluster)
     trainer = allocate_train_group(pgs["actor"], 4, actors)
     shape = nodes_and_gpus(create_rollout_engines(pgs["rollout"], args, actors))
     assert shape == [(trainer[0][0], list(range(GPUS_PER_NODE)))]
@@ -191,12 +197,12 @@ def test_slimes_rollout_manager_colocates_an_engine_on_the_trainers_node(
 
 
 def test_an_engine_that_slime_would_split_across_nodes_stays_in_one(
-    ray_env: Cluster, actors: list[Any]
+    placement_cluster: Cluster, actors: list[Any]
 ) -> None:
     # By position, a 2-GPU trainer leaves GPUs 2-3 of node 0 to the first 4-GPU engine,
     # which slime would then stretch onto node 1.
     args = slime_args(actor_num_gpus_per_node=2, rollout_num_gpus=8, rollout_num_gpus_per_engine=4)
-    pgs = create_placement_groups(args, cluster=ray_env)
+    pgs = create_placement_groups(args, cluster=placement_cluster)
     assert allocate_train_group(pgs["actor"], 2, actors) == [(0, 0), (0, 1)]
     engines = create_rollout_engines(pgs["rollout"], args, actors)
     assert [{n for n, _ in engine} for engine in engines] == [{1}, {2}]
@@ -204,33 +210,33 @@ def test_an_engine_that_slime_would_split_across_nodes_stays_in_one(
 
 
 def test_a_layout_that_cannot_keep_engines_in_a_node_fails_before_reserving(
-    ray_env: Cluster,
+    placement_cluster: Cluster,
 ) -> None:
     before = len(placement_group_table())
     args = slime_args(actor_num_gpus_per_node=2, rollout_num_gpus=9, rollout_num_gpus_per_engine=3)
     with pytest.raises(EngineAlignmentError, match="engine sizes that fit: 1"):
-        create_placement_groups(args, cluster=ray_env)
+        create_placement_groups(args, cluster=placement_cluster)
     assert len(placement_group_table()) == before
 
 
-def test_rollout_external_reserves_only_the_trainer(ray_env: Cluster) -> None:
+def test_rollout_external_reserves_only_the_trainer(placement_cluster: Cluster) -> None:
     args = slime_args(rollout_external=True, rollout_num_gpus=None)
-    pgs = create_placement_groups(args, cluster=ray_env)
+    pgs = create_placement_groups(args, cluster=placement_cluster)
     pg, bundles, _ = pgs["actor"]
     assert len(bundles) == 4
     assert pgs["rollout"] == (pg, [], [])
 
 
 def test_rollout_external_with_debug_rollout_only_gives_rollout_the_whole_group(
-    ray_env: Cluster,
+    placement_cluster: Cluster,
 ) -> None:
     args = slime_args(rollout_external=True, debug_rollout_only=True)
-    pgs = create_placement_groups(args, cluster=ray_env)
+    pgs = create_placement_groups(args, cluster=placement_cluster)
     assert pgs["rollout"] == pgs["actor"]
     assert len(pgs["actor"][1]) == 4
 
 
-def test_debug_train_only_rollout_slice_is_the_whole_group_as_in_slime(ray_env: Cluster) -> None:
+def test_debug_train_only_rollout_slice_is_the_whole_group_as_in_slime(placement_cluster: Cluster) -> None:
     args = slime_args(debug_train_only=True, rollout_num_gpus=None)
-    pgs = create_placement_groups(args, cluster=ray_env)
+    pgs = create_placement_groups(args, cluster=placement_cluster)
     assert pgs["rollout"] == pgs["actor"]
