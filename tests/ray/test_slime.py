@@ -111,7 +111,9 @@ def test_rollout_external_reserves_the_trainers_gpus_only(placement_cluster: Clu
 
 
 def test_rollout_engines_are_node_aligned_in_the_keyword_form(placement_cluster: Cluster) -> None:
-    layout = create_placement_groups(1, 2, 8, rollout_num_gpus_per_engine=4, cluster=placement_cluster)
+    layout = create_placement_groups(
+        1, 2, 8, rollout_num_gpus_per_engine=4, cluster=placement_cluster
+    )
     assert layout["actor"].node_ranks == (0, 0)
     assert layout["rollout"].node_ranks == (1,) * 4 + (2,) * 4
     assert layout["rollout"].gpu_ids == (0, 1, 2, 3) * 2
@@ -137,7 +139,9 @@ def test_where_ray_packs_an_unpinned_group_across_an_engine_it_is_made_again_pin
 
     monkeypatch.setattr(module, "_pins", claims_dense)
     monkeypatch.setattr(module, "create_placement_group", create)
-    layout = create_placement_groups(1, 2, 8, rollout_num_gpus_per_engine=4, cluster=placement_cluster)
+    layout = create_placement_groups(
+        1, 2, 8, rollout_num_gpus_per_engine=4, cluster=placement_cluster
+    )
     assert pinned == [None, [0, 0] + [1] * 4 + [2] * 4]
     assert layout["rollout"].node_ranks == (1,) * 4 + (2,) * 4
     live = [g for g in placement_group_table().values() if g["state"] != "REMOVED"]

@@ -236,7 +236,9 @@ def test_rollout_external_with_debug_rollout_only_gives_rollout_the_whole_group(
     assert len(pgs["actor"][1]) == 4
 
 
-def test_debug_train_only_rollout_slice_is_the_whole_group_as_in_slime(placement_cluster: Cluster) -> None:
+def test_debug_train_only_rollout_slice_is_the_whole_group_as_in_slime(
+    placement_cluster: Cluster,
+) -> None:
     args = slime_args(debug_train_only=True, rollout_num_gpus=None)
     pgs = create_placement_groups(args, cluster=placement_cluster)
     assert pgs["rollout"] == pgs["actor"]
