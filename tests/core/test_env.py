@@ -45,6 +45,7 @@ ISOLATED = Placement(
          "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"),
         ("intel", "ONEAPI_DEVICE_SELECTOR", "RAY_EXPERIMENTAL_NOSET_ONEAPI_DEVICE_SELECTOR"),
         ("musa", "MUSA_VISIBLE_DEVICES", "RAY_EXPERIMENTAL_NOSET_MUSA_VISIBLE_DEVICES"),
+        ("gaudi", "HABANA_VISIBLE_MODULES", "RAY_EXPERIMENTAL_NOSET_HABANA_VISIBLE_MODULES"),
     ],
 )  # fmt: skip
 def test_visibility_table(vendor: str, variable: str, noset: str) -> None:

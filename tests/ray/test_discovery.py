@@ -1,8 +1,17 @@
-"""Inventory from what nodes reported: snapshot accelerators, else Ray's logical GPUs."""
+"""Inventory from what nodes reported: snapshot accelerators, else Ray's typed view."""
 
 from __future__ import annotations
 
-from placement_ray._discovery import accelerators_from_snapshot, build_inventory
+from typing import Any
+
+import pytest
+
+from placement_core import plan_from_assignments
+from placement_ray._discovery import (
+    accelerators_from_ray,
+    accelerators_from_snapshot,
+    build_inventory,
+)
 from placement_ray._node_order import NodeFacts
 
 H100 = {
@@ -27,7 +36,7 @@ SNAPSHOT = {
 
 
 def test_snapshot_accelerators_keep_their_facts_sorted_by_index() -> None:
-    accelerators = accelerators_from_snapshot(SNAPSHOT, ray_gpus=2)
+    accelerators = accelerators_from_snapshot(SNAPSHOT, {"GPU": 2})
     assert [a.index for a in accelerators] == [0, 1]
     inventory = build_inventory(
         [NodeFacts("n0", "10.0.0.1", "gpu-a", resources={"GPU": 2, "CPU": 8}, snapshot=SNAPSHOT)]
@@ -50,7 +59,7 @@ def test_the_live_inventory_keeps_the_snapshots_links_and_busy_processes() -> No
 
 
 def test_without_a_snapshot_ray_gpus_become_nvidia_accelerators_of_unknown_model() -> None:
-    accelerators = accelerators_from_snapshot(None, ray_gpus=4)
+    accelerators = accelerators_from_snapshot(None, {"GPU": 4})
     assert [(a.index, a.type, a.model) for a in accelerators] == [
         (i, "nvidia", None) for i in range(4)
     ]
@@ -58,11 +67,11 @@ def test_without_a_snapshot_ray_gpus_become_nvidia_accelerators_of_unknown_model
 
 def test_a_snapshot_without_nvml_falls_back_to_ray_gpus() -> None:
     snapshot = {"schema": 1, "accelerators": [], "nvml_error": "libnvidia-ml.so.1 not found"}
-    assert len(accelerators_from_snapshot(snapshot, ray_gpus=2)) == 2
+    assert len(accelerators_from_snapshot(snapshot, {"GPU": 2})) == 2
 
 
 def test_a_cpu_node_has_no_accelerators() -> None:
-    assert accelerators_from_snapshot(None, ray_gpus=0) == ()
+    assert accelerators_from_snapshot(None, {"GPU": 0}) == ()
 
 
 def test_inventory_ranks_follow_the_given_order_and_keep_ray_node_ids() -> None:
@@ -78,10 +87,75 @@ def test_inventory_ranks_follow_the_given_order_and_keep_ray_node_ids() -> None:
 
 
 def test_a_malformed_snapshot_names_the_node() -> None:
-    import pytest
-
     from placement_core.errors import InventoryError
 
     bad = {**SNAPSHOT, "accelerators": [{**H100, "index": "x"}]}
     with pytest.raises(InventoryError, match=r"snapshot taken on node 0 \(n0\) is malformed"):
         build_inventory([NodeFacts("n0", "10.0.0.1", "gpu-a", snapshot=bad)])
+
+
+# Ray-shaped node entries (``ray.nodes()``): resources and labels as Ray reports them.
+NPU_NODE = {"Resources": {"CPU": 32.0, "NPU": 8.0, "accelerator_type:Ascend910B": 1.0}}
+HPU_NODE = {"Resources": {"CPU": 32.0, "HPU": 8.0, "accelerator_type:Intel-GAUDI": 1.0}}
+MI300X_NODE = {"Resources": {"CPU": 32.0, "GPU": 8.0, "accelerator_type:MI300X": 1.0}}
+AMD_LABEL_NODE = {
+    "Resources": {"CPU": 32.0, "GPU": 8.0},
+    "Labels": {"ray.io/accelerator-type": "AMD-Instinct-MI300X-OAM"},
+}
+INTEL_NODE = {"Resources": {"CPU": 32.0, "GPU": 4.0, "accelerator_type:Intel-GPU-Max-1550": 1.0}}
+H100_NODE = {"Resources": {"CPU": 32.0, "GPU": 8.0, "accelerator_type:H100": 1.0}}
+
+
+def typed(node: dict[str, dict[str, Any]]) -> tuple[set[tuple[str, str | None]], int]:
+    accelerators = accelerators_from_ray(node["Resources"], node.get("Labels"))
+    return {(a.type, a.model) for a in accelerators}, len(accelerators)
+
+
+@pytest.mark.parametrize(
+    ("node", "expected"),
+    [
+        (NPU_NODE, ({("ascend", "Ascend910B")}, 8)),
+        (HPU_NODE, ({("gaudi", "Intel-GAUDI")}, 8)),
+        (MI300X_NODE, ({("amd", "MI300X")}, 8)),
+        (AMD_LABEL_NODE, ({("amd", "AMD-Instinct-MI300X-OAM")}, 8)),
+        (INTEL_NODE, ({("intel", "Intel-GPU-Max-1550")}, 4)),
+        (H100_NODE, ({("nvidia", "H100")}, 8)),
+    ],
+    ids=["npu", "hpu", "mi300x-resource", "amd-label", "intel-gpu", "h100"],
+)
+def test_ray_resources_and_labels_type_a_nodes_accelerators(
+    node: dict[str, dict[str, Any]], expected: tuple[set[tuple[str, str | None]], int]
+) -> None:
+    assert typed(node) == expected
+
+
+def test_a_snapshot_without_accelerators_falls_back_to_rays_typed_view() -> None:
+    snapshot = {"schema": 1, "accelerators": [], "nvml_error": "libnvidia-ml.so.1 not found"}
+    accelerators = accelerators_from_snapshot(snapshot, NPU_NODE["Resources"])
+    assert [(a.index, a.type) for a in accelerators] == [(i, "ascend") for i in range(8)]
+
+
+@pytest.mark.parametrize(
+    ("node", "variable", "noset"),
+    [
+        (NPU_NODE, "ASCEND_RT_VISIBLE_DEVICES", "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"),
+        (HPU_NODE, "HABANA_VISIBLE_MODULES", "RAY_EXPERIMENTAL_NOSET_HABANA_VISIBLE_MODULES"),
+        (MI300X_NODE, "HIP_VISIBLE_DEVICES", "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES"),
+    ],
+    ids=["npu", "hpu", "amd"],
+)
+def test_workers_on_a_typed_node_get_its_visibility_variable(
+    node: dict[str, Any], variable: str, noset: str
+) -> None:
+    facts = NodeFacts(
+        "n0",
+        "10.0.0.1",
+        "box",
+        labels=node.get("Labels", {}),
+        resources=node["Resources"],
+        snapshot={"schema": 1, "accelerators": []},
+    )
+    the_plan = plan_from_assignments({"actor": [(0, (2, 3))]}, build_inventory([facts]))
+    env = the_plan.env("actor", 0)
+    assert (env[variable], env[noset]) == ("2,3", "1")
+    assert "CUDA_VISIBLE_DEVICES" not in env

@@ -38,6 +38,12 @@ CASES: list[tuple[errors.PlacementRayError, type[Exception]]] = [
         ValueError,
     ),
     (
+        errors.EngineAlignmentError(
+            "engines straddle", problems=["engines of 3 GPUs straddle nodes"], fitting_sizes=[1]
+        ),
+        ValueError,
+    ),
+    (
         errors.PlacementGroupTimeoutError(
             "late", unplaced=[(1, {"GPU": 1.0})], nodes={"n0": {"rank": 0, "total": {"GPU": 4}}}
         ),

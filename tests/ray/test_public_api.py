@@ -62,9 +62,16 @@ def test_no_submodule_is_named_like_an_export() -> None:
     assert submodules & set(placement_ray.__all__) == set()
 
 
-def test_every_submodule_but_errors_demo_and_testing_is_private() -> None:
+def test_every_submodule_but_errors_demo_testing_and_compat_is_private() -> None:
     public = {m.name for m in pkgutil.iter_modules(placement_ray.__path__)}
-    assert {n for n in public if not n.startswith("_")} == {"errors", "demo", "testing"}
+    assert {n for n in public if not n.startswith("_")} == {"errors", "demo", "testing", "compat"}
+
+
+def test_the_slime_drop_in_is_slimes_name_with_a_docstring() -> None:
+    from placement_ray.compat import slime
+
+    assert slime.__all__ == ["SLIME_ARGS", "create_placement_groups", "slime_dict"]
+    assert inspect.getdoc(slime.create_placement_groups)
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ See docs/concepts/slime-layouts.md.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from ray.util.placement_group import placement_group_table
@@ -86,5 +87,62 @@ def test_a_layout_too_big_for_the_cluster_fails_at_once(placement_cluster: Clust
 
 def test_unknown_role_is_a_key_error(placement_cluster: Cluster) -> None:
     layout = create_placement_groups(1, 1, 1, cluster=placement_cluster)
-    with pytest.raises(KeyError, match="unknown role 'critic'"):
+    with pytest.raises(KeyError, match="unknown role 'reward'"):
+        layout["reward"]
+
+
+def test_without_use_critic_the_critic_role_is_a_key_error(placement_cluster: Cluster) -> None:
+    layout = create_placement_groups(1, 1, 1, cluster=placement_cluster)
+    assert layout.critic is None
+    with pytest.raises(KeyError, match="no 'critic'"):
         layout["critic"]
+
+
+def test_use_critic_puts_the_critic_on_the_trainers_bundles(placement_cluster: Cluster) -> None:
+    layout = create_placement_groups(1, 2, 2, use_critic=True, cluster=placement_cluster)
+    assert layout["critic"].role == "critic"
+    assert layout["critic"].bundle_indices == layout["actor"].bundle_indices
+
+
+def test_rollout_external_reserves_the_trainers_gpus_only(placement_cluster: Cluster) -> None:
+    layout = create_placement_groups(1, 4, 8, rollout_external=True, cluster=placement_cluster)
+    assert layout.mode == "rollout_external"
+    assert (len(layout.group.slots), len(layout["actor"]), len(layout["rollout"])) == (4, 4, 0)
+
+
+def test_rollout_engines_are_node_aligned_in_the_keyword_form(placement_cluster: Cluster) -> None:
+    layout = create_placement_groups(
+        1, 2, 8, rollout_num_gpus_per_engine=4, cluster=placement_cluster
+    )
+    assert layout["actor"].node_ranks == (0, 0)
+    assert layout["rollout"].node_ranks == (1,) * 4 + (2,) * 4
+    assert layout["rollout"].gpu_ids == (0, 1, 2, 3) * 2
+    assert layout.engine_size == 4
+
+
+def test_where_ray_packs_an_unpinned_group_across_an_engine_it_is_made_again_pinned(
+    placement_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from placement_ray._slime import layout as module
+
+    real_pins, real_create = module._pins, module.create_placement_group
+    pinned: list[object] = []
+
+    def claims_dense(*args: Any) -> tuple[list[int], bool]:
+        return real_pins(*args)[0], not pinned
+
+    def create(*args: Any, pin_to: Any = None, **kwargs: Any) -> Any:
+        pinned.append(pin_to)
+        # Unpinned, "Ray" fills the nodes in order, which splits engine 0 over nodes 0-1.
+        dense = [0] * 4 + [1] * 4 + [2] * 2
+        return real_create(*args, pin_to=dense if pin_to is None else pin_to, **kwargs)
+
+    monkeypatch.setattr(module, "_pins", claims_dense)
+    monkeypatch.setattr(module, "create_placement_group", create)
+    layout = create_placement_groups(
+        1, 2, 8, rollout_num_gpus_per_engine=4, cluster=placement_cluster
+    )
+    assert pinned == [None, [0, 0] + [1] * 4 + [2] * 4]
+    assert layout["rollout"].node_ranks == (1,) * 4 + (2,) * 4
+    live = [g for g in placement_group_table().values() if g["state"] != "REMOVED"]
+    assert len(live) == 1

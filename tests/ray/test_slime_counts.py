@@ -15,6 +15,13 @@ from placement_ray.errors import ArgumentError
         ({"colocate": True}, ("colocate", 8, 8, 0, 4)),
         ({"debug_train_only": True}, ("debug_train_only", 8, 8, 0, 0)),
         ({"debug_rollout_only": True}, ("debug_rollout_only", 4, 0, 0, 4)),
+        ({"rollout_external": True}, ("rollout_external", 8, 8, 8, 0)),
+        (
+            {"rollout_external": True, "debug_rollout_only": True},
+            ("rollout_external_debug_rollout_only", 8, 8, 0, 0),
+        ),
+        ({"rollout_external": True, "colocate": True}, ("rollout_external", 8, 8, 8, 0)),
+        ({"rollout_external": True, "debug_train_only": True}, ("debug_train_only", 8, 8, 0, 0)),
     ],
 )
 def test_spec_10_table(flags: dict[str, bool], expected: tuple[object, ...]) -> None:
@@ -48,6 +55,21 @@ def test_both_debug_flags_are_an_error() -> None:
 def test_bad_counts_name_the_argument(args: tuple[object, ...], match: str) -> None:
     with pytest.raises(ArgumentError, match=match):
         slime_bundle_counts(*args)  # type: ignore[arg-type]
+
+
+def test_zero_rollout_gpus_leave_an_empty_rollout_slice_at_the_end_as_in_slime() -> None:
+    assert slime_bundle_counts(2, 4, 0) == ("disaggregated", 8, 8, 8, 0)
+
+
+@pytest.mark.parametrize("flag", ["colocate", "rollout_external", "use_critic"])
+def test_a_flag_that_is_not_a_bool_is_named(flag: str) -> None:
+    with pytest.raises(ArgumentError, match=f"{flag}: expected True or False, got 1"):
+        create_placement_groups(2, 4, 4, **{flag: 1})  # type: ignore[arg-type]
+
+
+def test_engine_size_below_one_is_named() -> None:
+    with pytest.raises(ArgumentError, match="rollout_num_gpus_per_engine: expected an int >= 1"):
+        create_placement_groups(2, 4, 4, rollout_num_gpus_per_engine=0)
 
 
 @pytest.mark.parametrize("cpus", [-1, float("inf"), float("nan"), "1", True])

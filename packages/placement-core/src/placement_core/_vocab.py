@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 #: The accelerator types a config may declare.
-AcceleratorType = Literal["nvidia", "amd", "ascend", "intel", "musa", "kunlun"]
+AcceleratorType = Literal["nvidia", "amd", "ascend", "intel", "musa", "kunlun", "gaudi"]
 ACCELERATOR_TYPES: tuple[str, ...] = get_args(AcceleratorType)
 
 #: How a rule forms multi-accelerator processes from a node's links (``topology:``).
@@ -89,6 +89,9 @@ VISIBILITY_ENV_VARS: Mapping[str, Visibility] = MappingProxyType(
         ),
         "musa": Visibility(
             "MUSA_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_MUSA_VISIBLE_DEVICES",)
+        ),
+        "gaudi": Visibility(
+            "HABANA_VISIBLE_MODULES", ("RAY_EXPERIMENTAL_NOSET_HABANA_VISIBLE_MODULES",)
         ),
     }
 )

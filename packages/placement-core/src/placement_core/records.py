@@ -48,7 +48,7 @@ class Placement:
             hardware placements the node's first accelerator; -1 on a node without
             accelerators.
         accelerator_type: ``nvidia``, ``amd``, ``ascend``, ``intel``, ``musa``,
-            ``kunlun``, ... or None when the process sees no accelerator.
+            ``kunlun``, ``gaudi`` or None when the process sees no accelerator.
         node_group: Label of the group the resource belongs to.
         isolate_accelerator: Whether the process's other devices are hidden.
         hardware_type: The hardware type (``Franka``) when ``hardware_ranks`` are

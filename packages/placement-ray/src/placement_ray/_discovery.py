@@ -4,6 +4,12 @@ One tiny task per node, pinned with hard node affinity (``soft=False``), takes t
 placement-native snapshot (see docs/concepts/node-snapshot.md) and reads the node-rank variables
 from the node's environment. The results, ordered by ``order.order_nodes``, become core's
 ``Inventory``.
+
+Where the snapshot lists no accelerators (NVML found none: not NVIDIA, or a simulated
+node), the node's accelerators are typed from Ray's own view of it: an ``NPU`` resource
+is Ascend, ``HPU`` is Gaudi, and ``GPU`` takes its vendor from the node's accelerator
+type (the ``accelerator_type:<name>`` resource or the ``ray.io/accelerator-type`` label):
+AMD and Intel names are recognised, anything else is NVIDIA.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from ._rayapi import alive_nodes
 from .errors import ClusterError
 
 __all__ = [
+    "ACCELERATOR_TYPE_LABEL",
+    "accelerators_from_ray",
     "accelerators_from_snapshot",
     "build_inventory",
     "discover_inventory",
@@ -35,6 +43,13 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+ACCELERATOR_TYPE_LABEL = "ray.io/accelerator-type"
+"""Label Ray puts on a node with the type of its accelerators (``H100``, ``Ascend910B``)."""
+
+_ACCELERATOR_TYPE_RESOURCE = "accelerator_type:"
+# Ray's own resource names for accelerators that are not GPUs, and the type each means.
+_RESOURCE_TYPES = (("NPU", "ascend"), ("HPU", "gaudi"))
 
 
 def node_report() -> dict[str, Any]:
@@ -121,37 +136,93 @@ def discover_nodes(
     return facts
 
 
-def accelerators_from_snapshot(
-    snapshot: Mapping[str, Any] | None, ray_gpus: float = 0.0, *, rank: int = 0
+def _ray_model(resources: Mapping[str, float], labels: Mapping[str, str]) -> str | None:
+    names = sorted(
+        key[len(_ACCELERATOR_TYPE_RESOURCE) :]
+        for key in resources
+        if key.startswith(_ACCELERATOR_TYPE_RESOURCE)
+    )
+    if names:
+        return names[0]
+    label = labels.get(ACCELERATOR_TYPE_LABEL)
+    return str(label) if label else None
+
+
+def _gpu_vendor(model: str | None) -> str:
+    """The vendor of a Ray ``GPU`` from its accelerator type name."""
+    name = (model or "").upper()
+    if name.startswith(("AMD", "MI1", "MI2", "MI3", "MI4")):
+        return "amd"
+    if name.startswith("INTEL"):
+        return "intel"
+    return "nvidia"
+
+
+def accelerators_from_ray(
+    resources: Mapping[str, float], labels: Mapping[str, str] | None = None
 ) -> tuple[Accelerator, ...]:
-    """A node's accelerators: from its snapshot, else Ray's logical ``GPU`` count.
+    """A node's accelerators as Ray sees them, typed by vendor.
+
+    Args:
+        resources: The node's total resources (``Resources`` in ``ray.nodes()``).
+        labels: The node's labels.
+
+    Returns:
+        ``int(NPU)`` ``ascend`` accelerators, else ``int(HPU)`` ``gaudi`` ones, else
+        ``int(GPU)`` of the vendor its accelerator type names (``amd`` for
+        ``AMD-Instinct-MI300X-OAM`` or ``MI300X``, ``intel`` for ``Intel-GPU-Max-1550``,
+        else ``nvidia``); the model is that type name where Ray knows it. Empty for a
+        node without any of them.
+    """
+    model = _ray_model(resources, labels or {})
+    for resource, kind in _RESOURCE_TYPES:
+        count = int(float(resources.get(resource, 0.0)))
+        if count > 0:
+            return tuple(Accelerator(index=i, type=kind, model=model) for i in range(count))
+    count = int(float(resources.get("GPU", 0.0)))
+    kind = _gpu_vendor(model)
+    return tuple(Accelerator(index=i, type=kind, model=model) for i in range(count))
+
+
+def accelerators_from_snapshot(
+    snapshot: Mapping[str, Any] | None,
+    resources: Mapping[str, float] | None = None,
+    labels: Mapping[str, str] | None = None,
+    *,
+    rank: int = 0,
+) -> tuple[Accelerator, ...]:
+    """A node's accelerators: from its snapshot, else from Ray's view of the node.
 
     The snapshot is read by placement-core's reader (``node_from_snapshot``), so a live
     inventory and one built offline from the same snapshot files agree.
 
     Args:
         snapshot: The node's snapshot (docs/concepts/node-snapshot.md), or None.
-        ray_gpus: The node's total ``GPU`` resource in Ray.
+        resources: The node's total resources in Ray.
+        labels: The node's labels in Ray.
         rank: The node's rank, for error messages.
 
     Returns:
-        The snapshot's accelerators when it lists any; otherwise ``int(ray_gpus)``
-        accelerators of type ``nvidia`` with unknown model (a simulated or NVML-less node).
+        The snapshot's accelerators when it lists any; otherwise
+        ``accelerators_from_ray(resources, labels)`` (an NVML-less or simulated node).
 
     Raises:
         InventoryError: the snapshot is malformed.
     """
-    return _from_snapshot(snapshot, ray_gpus, rank)[0]
+    return _from_snapshot(snapshot, resources or {}, labels, rank)[0]
 
 
 def _from_snapshot(
-    snapshot: Mapping[str, Any] | None, ray_gpus: float, rank: int
+    snapshot: Mapping[str, Any] | None,
+    resources: Mapping[str, float],
+    labels: Mapping[str, str] | None,
+    rank: int,
 ) -> tuple[tuple[Accelerator, ...], tuple[tuple[int, int, str], ...]]:
     """The node's accelerators and their pairwise links (none without a snapshot)."""
     if snapshot and snapshot.get("accelerators"):
         node = node_from_snapshot(dict(snapshot), rank=rank)
         return node.accelerators, node.links
-    return tuple(Accelerator(index=i, type="nvidia") for i in range(int(ray_gpus))), ()
+    return accelerators_from_ray(resources, labels), ()
 
 
 def build_inventory(ordered: Sequence[NodeFacts]) -> Inventory:
@@ -164,13 +235,19 @@ def build_inventory(ordered: Sequence[NodeFacts]) -> Inventory:
     for rank, facts in enumerate(ordered):
         ray_gpus = float(facts.resources.get("GPU", 0.0))
         try:
-            accelerators, links = _from_snapshot(facts.snapshot, ray_gpus, rank)
+            accelerators, links = _from_snapshot(
+                facts.snapshot, facts.resources, facts.labels, rank
+            )
         except InventoryError as error:
             raise InventoryError(
                 f"the snapshot taken on node {rank} ({facts.node_id}) is malformed: {error.reason}",
                 path=error.path,
             ) from None
-        if facts.snapshot and accelerators and len(accelerators) != int(ray_gpus):
+        if (
+            facts.snapshot
+            and facts.snapshot.get("accelerators")
+            and len(accelerators) != int(ray_gpus)
+        ):
             logger.warning(
                 "node %d (%s): NVML sees %d GPUs but Ray manages %g; Ray can only reserve "
                 "the ones it manages",

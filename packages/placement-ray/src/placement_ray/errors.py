@@ -20,7 +20,9 @@ Hierarchy::
     ├── NodeOrderError (ValueError)          node-rank labels / env vars are missing on some
     │                                        nodes, repeat, or are not exactly 0..n-1
     ├── InfeasiblePlacementGroupError (ValueError)
-    │                                        a placement group that no node set can ever hold
+    │   │                                    a placement group that no node set can ever hold
+    │   └── EngineAlignmentError             slime's rollout engines cannot each keep to one
+    │                                        node (or whole nodes); names sizes that fit
     ├── PlacementGroupTimeoutError (TimeoutError)
     │                                        a placement group was not placed in time; lists
     │                                        every unplaced bundle and every node's resources
@@ -53,6 +55,7 @@ __all__ = [
     "BusyAcceleratorError",
     "ClusterError",
     "CpuBindingError",
+    "EngineAlignmentError",
     "ForeignClusterError",
     "InfeasiblePlacementGroupError",
     "InterpreterError",
@@ -207,6 +210,21 @@ class InfeasiblePlacementGroupError(PlacementRayError, ValueError):
     def __init__(self, message: str, *, problems: Sequence[str] = ()) -> None:
         self.problems = tuple(problems)
         super().__init__(message)
+
+
+class EngineAlignmentError(InfeasiblePlacementGroupError):
+    """slime's rollout engines cannot each keep to one node (or to whole nodes) here.
+
+    Attributes:
+        problems: One line per reason, as for any infeasible group.
+        fitting_sizes: Engine sizes (dividing the rollout's GPUs) that would fit.
+    """
+
+    def __init__(
+        self, message: str, *, problems: Sequence[str] = (), fitting_sizes: Sequence[int] = ()
+    ) -> None:
+        self.fitting_sizes = tuple(fitting_sizes)
+        super().__init__(message, problems=problems)
 
 
 class PlacementGroupTimeoutError(PlacementRayError, TimeoutError):

@@ -173,7 +173,8 @@ def engine_gpu_sets(
                 raise ArgumentError(
                     f"num_gpus_per_engine: engine {start // k} ({k} GPUs) spans nodes "
                     f"{list(parts)} without holding them whole ({shown}); a multi-node "
-                    "engine must span whole nodes, a smaller one must fit one node"
+                    "engine must span whole nodes, a smaller one must fit one node (make "
+                    f"the layout with rollout_num_gpus_per_engine={k} to get such nodes)"
                 )
         engines.append([(n, tuple(g)) for n, g in parts.items()])
     return engines

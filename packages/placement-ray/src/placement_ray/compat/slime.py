@@ -1,0 +1,135 @@
+"""slime's ``create_placement_groups(args)``, with slime's ``args`` and slime's dict.
+
+Swap one import in slime's ``train.py``::
+
+    # from slime.ray.placement_group import create_placement_groups
+    from placement_ray.compat.slime import create_placement_groups
+
+    pgs = create_placement_groups(args)
+
+The function only translates: it reads the attributes slime's own function reads, calls
+``placement_ray.create_placement_groups`` and returns
+``{"actor": (pg, bundle_indices, gpu_ids), "critic": <the actor's tuple or None>,
+"rollout": (pg, bundle_indices, gpu_ids)}`` with lists of ints in (node, GPU) order, as
+slime does: the actor's lists cover the whole group, the rollout's start where slime's
+table says. The layout itself differs from slime's on purpose where slime would split a
+rollout engine across nodes: each engine keeps to one node (see the guide "Coming from
+slime").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from placement_ray._cluster import Cluster
+from placement_ray._slime.layout import SlimeLayout
+from placement_ray._slime.layout import create_placement_groups as _create
+from placement_ray.errors import ArgumentError
+
+__all__ = ["SLIME_ARGS", "create_placement_groups", "slime_dict"]
+
+SLIME_ARGS = (
+    "actor_num_nodes",
+    "actor_num_gpus_per_node",
+    "rollout_num_gpus",
+    "rollout_num_gpus_per_engine",
+    "colocate",
+    "debug_train_only",
+    "debug_rollout_only",
+    "rollout_external",
+    "use_critic",
+)
+"""The attributes of slime's ``args`` that are read; every other one is ignored."""
+
+_FLAGS = ("colocate", "debug_train_only", "debug_rollout_only", "rollout_external", "use_critic")
+_MISSING = object()
+
+
+def _read(args: Any, name: str) -> Any:
+    value = getattr(args, name, _MISSING)
+    if value is _MISSING:
+        raise ArgumentError(
+            f"args.{name}: missing; slime's args always define it (parse them with slime's "
+            "parse_args, or set it on the namespace)"
+        )
+    return value
+
+
+def _int(args: Any, name: str, minimum: int, *, unused: bool = False) -> int:
+    value = _read(args, name)
+    if value is None and unused:
+        return minimum
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ArgumentError(f"args.{name}: expected an int >= {minimum}, got {value!r}")
+    return value
+
+
+def _bool(args: Any, name: str) -> bool:
+    value = _read(args, name)
+    if not isinstance(value, bool):
+        raise ArgumentError(f"args.{name}: expected True or False, got {value!r}")
+    return value
+
+
+def slime_dict(layout: SlimeLayout) -> dict[str, Any]:
+    """slime's dict for a layout: ``{"actor": ..., "critic": ..., "rollout": ...}``."""
+    slots = layout.group.slots
+    pg = layout.group.pg
+    actor = (pg, [int(s.index) for s in slots], [int(s.gpu_id) for s in slots])
+    rest = slots[layout.rollout_start :]
+    rollout = (pg, [int(s.index) for s in rest], [int(s.gpu_id) for s in rest])
+    return {
+        "actor": actor,
+        "critic": actor if layout.critic is not None else None,
+        "rollout": rollout,
+    }
+
+
+def create_placement_groups(
+    args: Any,
+    *,
+    cluster: Cluster | None = None,
+    cpus_per_bundle: float = 1.0,
+    timeout_s: float | None = None,
+) -> dict[str, Any]:
+    """slime's placement groups from slime's ``args``, in slime's dict.
+
+    Args:
+        args: slime's parsed arguments (any object with the attributes in ``SLIME_ARGS``;
+            ``rollout_num_gpus`` and ``rollout_num_gpus_per_engine`` may be None where
+            no local engine runs: ``debug_train_only`` or ``rollout_external``).
+        cluster: The job's cluster view (default: ``Cluster()``, attaching to the job).
+        cpus_per_bundle: CPUs per bundle (slime's bundles are ``{"GPU": 1, "CPU": 1}``).
+        timeout_s: Limit for placing the group; None waits forever, as slime does (an
+            autoscaler may be adding nodes).
+
+    Returns:
+        ``{"actor": (pg, bundle_indices, gpu_ids), "critic": <the actor's tuple or
+        None>, "rollout": (pg, bundle_indices, gpu_ids)}``; the lists hold ints in
+        (node, GPU) order.
+
+    Raises:
+        ArgumentError: an attribute is missing or of the wrong type (named as
+            ``args.<name>``), or the flags contradict each other.
+        InfeasiblePlacementGroupError: the cluster can never hold the group.
+        EngineAlignmentError: the rollout engines cannot each keep to one node here; the
+            message lists the engine sizes that fit.
+        PlacementGroupTimeoutError: not placed within ``timeout_s`` (and removed).
+    """
+    flags = {name: _bool(args, name) for name in _FLAGS}
+    no_engines = flags["debug_train_only"] or flags["rollout_external"]
+    layout = _create(
+        _int(args, "actor_num_nodes", 0),
+        _int(args, "actor_num_gpus_per_node", 0),
+        _int(args, "rollout_num_gpus", 0, unused=no_engines),
+        rollout_num_gpus_per_engine=_int(args, "rollout_num_gpus_per_engine", 1, unused=no_engines),
+        colocate=flags["colocate"],
+        debug_train_only=flags["debug_train_only"],
+        debug_rollout_only=flags["debug_rollout_only"],
+        rollout_external=flags["rollout_external"],
+        use_critic=flags["use_critic"],
+        cluster=cluster,
+        cpus_per_bundle=cpus_per_bundle,
+        timeout_s=timeout_s,
+    )
+    return slime_dict(layout)
