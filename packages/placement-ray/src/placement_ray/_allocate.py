@@ -80,6 +80,8 @@ class Worker:
         gpu_share: Its fractional GPU request in that bundle (0 without one).
         interpreter: Its python interpreter, if not Ray's default.
         env: The environment it was given (runtime_env ``env_vars``).
+        more_bundles: The bundles of its other GPUs in ``pg``: Ray does not know it uses
+            them, so its share of each is booked in the driver's ledger.
     """
 
     component: str
@@ -94,6 +96,7 @@ class Worker:
     gpu_share: float = 0.0
     interpreter: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    more_bundles: tuple[int, ...] = ()
 
     def describe(self) -> str:
         """``rollout rank 3 on node 1 (GPUs [2, 3], bundle 9, share 0.2)``."""
@@ -130,6 +133,7 @@ def allocate(
     cluster: Cluster,
     bundle: tuple[PlacementGroup, int] | None = None,
     gpu_share: float | None = None,
+    more_bundles: Sequence[int] = (),
     num_cpus: float = 0,
     interpreter: str | None = None,
     check_interpreter: bool = True,
@@ -162,6 +166,9 @@ def allocate(
             hard node affinity and asks Ray for no GPU (Ray then does not protect the
             GPUs it sees; :func:`~placement_ray._launch.launch` always reserves them).
         gpu_share: Fractional GPU request in ``bundle`` (default 1).
+        more_bundles: Bundles of the same placement group holding the worker's other
+            GPUs; its share of each is booked in the driver's ledger (Ray counts only the
+            bundle it sits in).
         num_cpus: CPUs the actor asks for.
         interpreter: Python interpreter for the worker (runtime_env ``py_executable``).
         check_interpreter: Check the interpreter on the node first (one tiny task).
@@ -251,7 +258,8 @@ def allocate(
     except ValueError as exc:  # a taken actor name, an option Ray rejects
         raise ArgumentError(f"{name}: Ray refused to create the actor: {clean(str(exc))}") from exc
     if bundle is not None:
-        ledger.add(bundle[0].id.hex(), bundle[1], share)
+        for index in (bundle[1], *more_bundles):
+            ledger.add(bundle[0].id.hex(), index, share)
     return Worker(
         component=component,
         rank=rank,
@@ -265,6 +273,7 @@ def allocate(
         gpu_share=share,
         interpreter=interpreter,
         env=full_env,
+        more_bundles=tuple(more_bundles) if bundle is not None else (),
     )
 
 
@@ -288,7 +297,8 @@ def release(workers: Iterable[Worker]) -> None:
         except Exception as exc:  # already dead: nothing to release
             logger.debug("killing %s: %s", worker.name, exc)
         if worker.pg is not None and worker.bundle_index is not None:
-            ledger.remove(worker.pg.id.hex(), worker.bundle_index, worker.gpu_share)
+            for index in (worker.bundle_index, *worker.more_bundles):
+                ledger.remove(worker.pg.id.hex(), index, worker.gpu_share)
 
 
 # ----------------------------------------------------------------- interpreters

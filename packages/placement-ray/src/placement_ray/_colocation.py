@@ -46,12 +46,12 @@ _EPS = 1e-9
 
 @dataclass(frozen=True, slots=True)
 class GpuShare:
-    """One worker's request on the GPU (bundle) it sits in.
+    """One worker's share of one GPU it uses (a worker on several GPUs has one per GPU).
 
     Attributes:
         who: The worker, as people read it (``rollout rank 3``).
         node_rank: Node of the GPU.
-        gpu: Physical index of the worker's first GPU (the bundle it sits in).
+        gpu: Physical index of the GPU.
         share: The fractional GPU request, ``0 < share <= 1``.
     """
 

@@ -571,8 +571,10 @@ def launch(
             tuple(mapping[(p.node_rank, g)][0] for g in p.hardware_ranks) if w.kind == "gpu" else ()
         )
         bundle = None
+        more: tuple[int, ...] = ()
         if w.kind == "gpu":
             bundle = (pgs[p.node_rank].pg, mapping[(p.node_rank, p.hardware_ranks[0])][1])
+            more = tuple(mapping[(p.node_rank, g)][1] for g in p.hardware_ranks[1:])
         starts.append(
             Start(
                 actors[w.component],
@@ -586,6 +588,7 @@ def launch(
                 all_kwargs[w.component],
                 bundle=bundle,
                 gpu_share=w.share,
+                more_bundles=more,
                 num_cpus=cpus[w.component],
                 interpreter=the_plan.interpreter(w.component, p.rank),
                 port_blocks=blocks[w.component],
@@ -600,12 +603,6 @@ def launch(
         timeout_s=timeout_s,
         cleanup=lambda: _remove(pgs.values()),
     )
-    # Ray counts a worker's share on its first GPU's bundle only: the ledger holds the
-    # rest, so later allocations into those bundles see them taken.
-    for w in pending:
-        p = w.placement
-        for gpu in p.hardware_ranks[1:] if w.kind == "gpu" else ():
-            ledger.add(pgs[p.node_rank].pg.id.hex(), mapping[(p.node_rank, gpu)][1], w.share)
     by_component: dict[str, list[tuple[Worker, dict[str, Any]]]] = defaultdict(list)
     for worker, report in zip(started.workers, started.reports, strict=True):
         by_component[worker.component].append((worker, report))

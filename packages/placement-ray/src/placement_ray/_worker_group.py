@@ -2,7 +2,7 @@
 
 ``execute("train", batch)`` calls a method on every rank concurrently (or on a subset) and
 returns the results in rank order, failing fast: the first rank that raises or dies ends
-the call, named by rank, node and GPUs (the others' calls are cancelled);
+the call, named by rank, node and GPUs (the ranks still running are listed);
 a worker lost with its node is reported by rank, node and GPUs, and placement groups left
 spinning in ``RESCHEDULING`` are removed (the foundation's ``check_health``).
 """
@@ -148,9 +148,11 @@ class WorkerGroup:
         """Call ``method`` on the chosen ranks concurrently; results in the given rank order.
 
         The call fails fast: the first rank that raises or dies ends it (the survivors of
-        a collective would otherwise block forever), and the calls still pending on the
-        other ranks are cancelled (a call already running in a plain actor cannot be
-        interrupted; those ranks are named as still running).
+        a collective would otherwise block forever), and the ranks whose calls are still
+        running are named. Their calls are not cancelled: a running call cannot be
+        interrupted in a plain actor, and cancelling a queued one breaks Ray's in-order
+        delivery to that actor (its next call fails after 30 s). Kill the group, or wait
+        for them with ``execute_async``, to go on.
 
         Args:
             method: The actor method's name.
@@ -185,10 +187,9 @@ class WorkerGroup:
             ready, pending = ray.wait(pending, num_returns=1, timeout=left)
             if not ready:
                 late = [rank_of[ref] for ref in pending]
-                _cancel(pending)
                 raise WorkerTimeoutError(
                     f"{self.component}.{method} did not finish within {timeout_s:g}s on "
-                    f"ranks {late} (cancelled): "
+                    f"ranks {late}: "
                     + "; ".join(self.workers[r].describe() for r in late[:8])
                     + (f"; ... and {len(late) - 8} more" if len(late) > 8 else ""),
                     method=method,
@@ -198,7 +199,6 @@ class WorkerGroup:
                 try:
                     results[rank_of[ref]] = ray.get(ref)
                 except ray.exceptions.RayError as exc:
-                    _cancel(pending)
                     self._call_failed(method, rank_of[ref], exc, [rank_of[p] for p in pending])
         return [results[r] for r in chosen]
 
@@ -206,7 +206,7 @@ class WorkerGroup:
         self, method: str, rank: int, exc: BaseException, others: list[int]
     ) -> NoReturn:
         worker = self.workers[rank]
-        still = f"\nstill running on ranks {others} (their calls were cancelled)" if others else ""
+        still = f"\nstill running on ranks {others} (not waited for)" if others else ""
         if not isinstance(exc, ray.exceptions.RayTaskError) and node_lost(worker, exc):
             try:
                 self.check_health()
@@ -274,11 +274,3 @@ class WorkerGroup:
 def _short(exc: BaseException) -> str:
     lines = strip_lines(str(exc))
     return clean(lines[-1] if lines else type(exc).__name__, 500)
-
-
-def _cancel(refs: Sequence[Any]) -> None:
-    for ref in refs:
-        try:
-            ray.cancel(ref)
-        except Exception as exc:  # already finished, or its worker is gone
-            logger.debug("cancelling %s: %s", ref, exc)
