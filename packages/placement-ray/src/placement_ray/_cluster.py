@@ -240,6 +240,7 @@ class Cluster:
                 expected=expected,
                 found=self.cluster_id,
             )
+        self._state_actor: Any = None
         state = self._on_state_actor(lambda actor: actor.get.remote())
         if state is not None:
             have = state["inventory"].num_nodes
@@ -282,12 +283,16 @@ class Cluster:
         home = head_node_id() or ray.get_runtime_context().get_node_id()
         last: BaseException | None = None
         for attempt in range(_STATE_ATTEMPTS):
-            actor = _JobState.options(  # type: ignore[attr-defined]
-                name=STATE_ACTOR_NAME,
-                namespace=self.namespace,
-                get_if_exists=True,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=home, soft=False),
-            ).remote()
+            # Keep the first handle: Ray ends a named actor once its creator's handle is
+            # gone, so swapping it for a looked-up one would drop the view.
+            actor = self._state_actor
+            if actor is None:
+                actor = _JobState.options(  # type: ignore[attr-defined]
+                    name=STATE_ACTOR_NAME,
+                    namespace=self.namespace,
+                    get_if_exists=True,
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=home, soft=False),
+                ).remote()
             try:
                 answer = ray.get(call(actor), timeout=60)
             except ray.exceptions.RayActorError as exc:  # died, or unreachable
@@ -297,6 +302,7 @@ class Cluster:
                 )
                 with contextlib.suppress(Exception):  # it is gone already
                     ray.kill(actor, no_restart=True)
+                self._state_actor = None
                 time.sleep(0.5 * (attempt + 1))  # Ray frees the dead actor's name
                 continue
             except ray.exceptions.GetTimeoutError as exc:
@@ -472,7 +478,7 @@ class Cluster:
         The ``Cluster`` that discovered the job's view also drops it (the next
         ``Cluster()`` of the job discovers again). Restores the variables ``export_env`` set.
         """
-        if self._owner and ray.is_initialized():
+        if self._owner and ray.is_initialized() and self._state_actor is not None:
             ray.kill(self._state_actor, no_restart=True)
             self._owner = False
         for key, old in self._exported.items():
