@@ -160,11 +160,12 @@ def test_launch_refuses_overflowing_shares_before_anything_starts(ray_env: Clust
 def test_launch_shows_the_plans_sharing_warning_and_books_every_gpu(
     ray_env: Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:
-    config = {"cluster": {"num_nodes": 3, "component_placement": {"x": "0-1:0", "y": "1"}}}
+    placement = {"x": "0-1:0", "y": "1-2:0"}  # partly overlapping: the plan warns
+    config = {"cluster": {"num_nodes": 3, "component_placement": placement}}
     with caplog.at_level("WARNING", logger="placement_ray._launch"):
         job = launch(config, {"x": DemoWorker, "y": DemoWorker}, ray_env, timeout_s=300)
     with job:
-        assert "share 1 accelerator(s)" in caplog.text
+        assert "partly overlap" in caplog.text
         group = job.placement_group(0)
         used = ledger.used(group.pg.id.hex())
         x, y = job["x"][0], job["y"][0]
