@@ -4,8 +4,7 @@ Classes covered: a GPU handed to two workers (shares on every GPU), a call that 
 fails while the others block, a lost node (only its own workers affected), the job's
 view holder lost, and the messages (pins, dead nodes, colour codes, word boundaries).
 
-Node loss uses an extra node added to the session cluster for one test and removed by it
-(labelled ``node-rank`` 3), seen through a ``Cluster`` of a job of its own.
+Node loss uses a small cluster of its own per test, whose node 3 the test removes.
 """
 
 from __future__ import annotations
@@ -45,8 +44,7 @@ from placement_ray.errors import (
     WorkerStartError,
     WorkerTimeoutError,
 )
-
-from .conftest import NODE_ARGS, reconnect_session
+from placement_ray.testing import SimulatedCluster
 
 # ------------------------------------------------------------------ shared GPUs
 TWO_ON_GPU_1 = {"cluster": {"num_nodes": 1, "component_placement": {"x": "0-1:0", "y": "1"}}}
@@ -149,21 +147,25 @@ def test_explicit_shares_are_refused_exactly_when_a_gpu_overflows(
         check_shares(items)
 
 
-def test_launch_refuses_overflowing_shares_before_anything_starts(ray_env: Cluster) -> None:
-    the_plan = plan_from_assignments({"x": [(0, (0, 1))], "y": [(0, (1,))]}, ray_env.inventory)
+def test_launch_refuses_overflowing_shares_before_anything_starts(
+    placement_cluster: Cluster,
+) -> None:
+    the_plan = plan_from_assignments(
+        {"x": [(0, (0, 1))], "y": [(0, (1,))]}, placement_cluster.inventory
+    )
     before = set(placement_group_table())
     with pytest.raises(OversubscribedGPUError, match="node 0 GPU 1"):
-        launch(the_plan, {"x": DemoWorker, "y": DemoWorker}, ray_env, gpu_share=1.0)
+        launch(the_plan, {"x": DemoWorker, "y": DemoWorker}, placement_cluster, gpu_share=1.0)
     assert set(placement_group_table()) == before
 
 
 def test_launch_shows_the_plans_sharing_warning_and_books_every_gpu(
-    ray_env: Cluster, caplog: pytest.LogCaptureFixture
+    placement_cluster: Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     placement = {"x": "0-1:0", "y": "1-2:0"}  # partly overlapping: the plan warns
     config = {"cluster": {"num_nodes": 3, "component_placement": placement}}
     with caplog.at_level("WARNING", logger="placement_ray._launch"):
-        job = launch(config, {"x": DemoWorker, "y": DemoWorker}, ray_env, timeout_s=300)
+        job = launch(config, {"x": DemoWorker, "y": DemoWorker}, placement_cluster, timeout_s=300)
     with job:
         assert "partly overlap" in caplog.text
         group = job.placement_group(0)
@@ -195,8 +197,8 @@ def _launch_collective(cluster: Cluster) -> Any:
     return launch(config, {"actor": Collective}, cluster, timeout_s=300)
 
 
-def test_a_raising_rank_ends_the_call_while_the_others_block(ray_env: Cluster) -> None:
-    with _launch_collective(ray_env) as job, pytest.raises(WorkerCallError) as caught:
+def test_a_raising_rank_ends_the_call_while_the_others_block(placement_cluster: Cluster) -> None:
+    with _launch_collective(placement_cluster) as job, pytest.raises(WorkerCallError) as caught:
         job["actor"].execute("step", 2, "raise", timeout_s=300)
     error = caught.value
     assert [rank for rank, _, _ in error.failed] == [2]
@@ -207,15 +209,15 @@ def test_a_raising_rank_ends_the_call_while_the_others_block(ray_env: Cluster) -
     assert "\x1b" not in text
 
 
-def test_a_dying_rank_ends_the_call_naming_it(ray_env: Cluster) -> None:
-    with _launch_collective(ray_env) as job, pytest.raises(WorkerCallError) as caught:
+def test_a_dying_rank_ends_the_call_naming_it(placement_cluster: Cluster) -> None:
+    with _launch_collective(placement_cluster) as job, pytest.raises(WorkerCallError) as caught:
         job["actor"].execute("step", 1, "exit", timeout_s=300)
     assert [rank for rank, _, _ in caught.value.failed] == [1]
     assert "lost its worker on rank 1: actor rank 1 on node 0" in str(caught.value)
 
 
-def test_a_timeout_names_the_pending_ranks(ray_env: Cluster) -> None:
-    with _launch_collective(ray_env) as job, pytest.raises(WorkerTimeoutError) as caught:
+def test_a_timeout_names_the_pending_ranks(placement_cluster: Cluster) -> None:
+    with _launch_collective(placement_cluster) as job, pytest.raises(WorkerTimeoutError) as caught:
         job["actor"].execute("block", timeout_s=1.0)
     assert caught.value.pending == (0, 1, 2, 3)
 
@@ -229,38 +231,21 @@ def test_calls_have_a_finite_default_timeout() -> None:
 
 
 @pytest.mark.parametrize("bad", [0, -1, float("nan"), True, "5"])
-def test_a_bad_call_timeout_is_refused(ray_env: Cluster, bad: Any) -> None:
+def test_a_bad_call_timeout_is_refused(placement_cluster: Cluster, bad: Any) -> None:
     with pytest.raises(ArgumentError, match="timeout_s"):
-        WorkerGroup("actor", [], cluster=ray_env).execute("ping", timeout_s=bad)
+        WorkerGroup("actor", [], cluster=placement_cluster).execute("ping", timeout_s=bad)
 
 
 # ------------------------------------------------------------------ node loss
 @pytest.fixture
-def extra_node(sim_cluster: Any, ray_env: Cluster) -> Iterator[tuple[Any, Any, Cluster]]:
-    """A fourth node (``node-rank`` 3, 2 GPUs), seen by a job of its own.
-
-    The driver joins the job's namespace for the test and goes back to the session's
-    afterwards; the node is removed (if the test did not remove it).
-    """
-    node = sim_cluster.add_node(
-        **{**NODE_ARGS, "num_gpus": 2},
-        labels={"node-rank": "3"},
-        env_vars={"PLACEMENT_NODE_RANK": "3"},
-    )
-    view: Cluster | None = None
-    try:
-        sim_cluster.wait_for_nodes(timeout=120)
-        ray.shutdown()
-        job = f"faults-{uuid.uuid4().hex[:8]}"
-        ray.init(address=sim_cluster.address, namespace=f"placement-{job}", log_to_driver=False)
-        view = Cluster(4, timeout_s=120, export_env=False)
-        yield sim_cluster, node, view
-    finally:
-        if view is not None:
-            view.shutdown()
-        if node in sim_cluster.worker_nodes:
-            sim_cluster.remove_node(node)
-        reconnect_session()
+def extra_node() -> Iterator[tuple[Any, Any, Cluster]]:
+    """A cluster of its own (4 labelled nodes x 2 GPUs) whose node 3 the test may remove."""
+    job = f"faults-{uuid.uuid4().hex[:8]}"
+    with SimulatedCluster(nodes=4, gpus_per_node=2, cpus_per_node=2, job=job) as simulated:
+        view = simulated.view()
+        sim = simulated.ray_cluster
+        node = next(n for n in sim.worker_nodes if n.node_id == view.node(3).node_id)
+        yield sim, node, view
 
 
 def _remove(sim: Any, node: Any, view: Cluster) -> None:
@@ -340,11 +325,11 @@ def test_the_jobs_view_stays_beside_the_head_and_is_rebuilt_when_lost(
 
 
 # ------------------------------------------------------------------ messages
-def test_a_pinned_bundle_timeout_says_it_is_pinned(ray_env: Cluster, actors: list[object]) -> None:
-    full = create_placement_group(ray_env, [{"GPU": 4.0}], pin_to=[1])
+def test_a_pinned_bundle_timeout_says_it_is_pinned(placement_cluster: Cluster) -> None:
+    full = create_placement_group(placement_cluster, [{"GPU": 4.0}], pin_to=[1])
     try:
         with pytest.raises(PlacementGroupTimeoutError) as caught:
-            create_placement_group(ray_env, [{"GPU": 1.0}], pin_to=[1], timeout_s=1.0)
+            create_placement_group(placement_cluster, [{"GPU": 1.0}], pin_to=[1], timeout_s=1.0)
     finally:
         full.remove()
     text = str(caught.value)
