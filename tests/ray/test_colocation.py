@@ -96,7 +96,7 @@ def test_launch_checks_sums_before_creating_anything(placement_cluster: Cluster)
     assert set(placement_group_table()) == before
 
 
-def test_default_shares_split_a_gpu_between_the_workers_sitting_in_its_bundle() -> None:
+def test_default_shares_split_each_gpu_between_every_worker_using_it() -> None:
     strided = plan(
         {
             "cluster": {
@@ -110,7 +110,7 @@ def test_default_shares_split_a_gpu_between_the_workers_sitting_in_its_bundle() 
         Inventory.uniform(1, 8),
     )
     assert default_shares(strided) == {"actor": 0.5, "rollout": 0.5}
-    assert default_shares(strided, {"rollout": 0.2}) == {"actor": 0.5, "rollout": 0.2}
+    assert default_shares(strided, {"rollout": 0.2}) == {"actor": 0.8, "rollout": 0.2}
     three = plan(
         {
             "cluster": {

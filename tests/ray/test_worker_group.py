@@ -48,7 +48,7 @@ def test_group_basics(two_nodes: Any) -> None:
     assert len(group.handles) == 4
     assert [o.describe() for o in group.occupants()][
         2
-    ] == "actor rank 2 on node 1 (GPUs [0], bundle 2)"
+    ] == "actor rank 2 on node 1 (GPUs [0], bundle 0)"
 
 
 def test_a_lost_node_is_reported_by_rank_node_and_gpus(two_nodes: Any) -> None:
@@ -69,7 +69,7 @@ def test_a_lost_node_is_reported_by_rank_node_and_gpus(two_nodes: Any) -> None:
         (3, 1, (1,)),
     ]
     assert "actor rank 3 on node 1 (GPUs [1]" in str(error)
-    assert placement_group_table(launched.group.pg)["state"] == "REMOVED"
+    assert placement_group_table(launched.placement_group(1).pg)["state"] == "REMOVED"
     group.kill()
     with pytest.raises(ArgumentError, match="was killed"):
         group.execute("ping")

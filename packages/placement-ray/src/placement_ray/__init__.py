@@ -48,7 +48,7 @@ from ._slime.rollout import RolloutEngine, RolloutEngines, create_rollout_engine
 from ._slime.train_group import TrainGroup, create_train_group
 from ._version import __version__
 from ._worker import hand_over_master_port, hand_over_ports
-from ._worker_group import WorkerGroup
+from ._worker_group import DEFAULT_CALL_TIMEOUT_S, WorkerGroup
 from .errors import (
     ArgumentError,
     BusyAcceleratorError,
@@ -76,6 +76,7 @@ from .errors import (
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
+    "DEFAULT_CALL_TIMEOUT_S",
     "NODE_RANK_LABEL",
     "ArgumentError",
     "BundleSlot",

@@ -34,6 +34,8 @@ from ray.util.scheduling_strategies import (
 from placement_core.env import visibility_env
 
 from ._colocation import ledger, validate_share
+from ._rayapi import alive_nodes
+from ._text import clean, strip_ansi
 from ._worker import WorkerSpec, actor_default_options, wrap_class
 from .errors import (
     ArgumentError,
@@ -78,6 +80,8 @@ class Worker:
         gpu_share: Its fractional GPU request in that bundle (0 without one).
         interpreter: Its python interpreter, if not Ray's default.
         env: The environment it was given (runtime_env ``env_vars``).
+        more_bundles: The bundles of its other GPUs in ``pg``: Ray does not know it uses
+            them, so its share of each is booked in the driver's ledger.
     """
 
     component: str
@@ -92,6 +96,7 @@ class Worker:
     gpu_share: float = 0.0
     interpreter: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    more_bundles: tuple[int, ...] = ()
 
     def describe(self) -> str:
         """``rollout rank 3 on node 1 (GPUs [2, 3], bundle 9, share 0.2)``."""
@@ -128,6 +133,7 @@ def allocate(
     cluster: Cluster,
     bundle: tuple[PlacementGroup, int] | None = None,
     gpu_share: float | None = None,
+    more_bundles: Sequence[int] = (),
     num_cpus: float = 0,
     interpreter: str | None = None,
     check_interpreter: bool = True,
@@ -160,6 +166,9 @@ def allocate(
             hard node affinity and asks Ray for no GPU (Ray then does not protect the
             GPUs it sees; :func:`~placement_ray._launch.launch` always reserves them).
         gpu_share: Fractional GPU request in ``bundle`` (default 1).
+        more_bundles: Bundles of the same placement group holding the worker's other
+            GPUs; its share of each is booked in the driver's ledger (Ray counts only the
+            bundle it sits in).
         num_cpus: CPUs the actor asks for.
         interpreter: Python interpreter for the worker (runtime_env ``py_executable``).
         check_interpreter: Check the interpreter on the node first (one tiny task).
@@ -247,9 +256,10 @@ def allocate(
     try:
         handle = remote_cls.options(**ray_options).remote(spec, *args, **dict(kwargs or {}))
     except ValueError as exc:  # a taken actor name, an option Ray rejects
-        raise ArgumentError(f"{name}: Ray refused to create the actor: {exc}") from exc
+        raise ArgumentError(f"{name}: Ray refused to create the actor: {clean(str(exc))}") from exc
     if bundle is not None:
-        ledger.add(bundle[0].id.hex(), bundle[1], share)
+        for index in (bundle[1], *more_bundles):
+            ledger.add(bundle[0].id.hex(), index, share)
     return Worker(
         component=component,
         rank=rank,
@@ -263,6 +273,7 @@ def allocate(
         gpu_share=share,
         interpreter=interpreter,
         env=full_env,
+        more_bundles=tuple(more_bundles) if bundle is not None else (),
     )
 
 
@@ -286,7 +297,8 @@ def release(workers: Iterable[Worker]) -> None:
         except Exception as exc:  # already dead: nothing to release
             logger.debug("killing %s: %s", worker.name, exc)
         if worker.pg is not None and worker.bundle_index is not None:
-            ledger.remove(worker.pg.id.hex(), worker.bundle_index, worker.gpu_share)
+            for index in (worker.bundle_index, *worker.more_bundles):
+                ledger.remove(worker.pg.id.hex(), index, worker.gpu_share)
 
 
 # ----------------------------------------------------------------- interpreters
@@ -316,7 +328,8 @@ def _probe_interpreter(path: str) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"cannot be run: {exc}"
     if done.returncode != 0:
-        return f"exits with status {done.returncode}: {done.stderr.strip()[-300:]}"
+        why = clean(done.stderr.strip(), 300, keep_end=True)
+        return f"exits with status {done.returncode}: {why}"
     fields = done.stdout.split()
     python = f"{sys.version_info[0]}.{sys.version_info[1]}"
     if len(fields) != 2:
@@ -429,7 +442,8 @@ def wait_started(
         return _likely_cause(worker, _actor_state(worker.handle)[0])
 
     def died(worker: Worker, exc: BaseException) -> str:
-        return f"it died starting: {_cause(exc, _actor_state(worker.handle)[1])}"
+        why = f"it died starting: {_cause(exc, _actor_state(worker.handle)[1])}"
+        return _lost_or(worker, exc, "while it was starting", why)
 
     reports, failures, timed_out = _gather(
         workers, refs, timeout_s, late, died, ray.exceptions.RayActorError
@@ -487,10 +501,60 @@ def _raise_start_failure(
 
 
 def _cause(exc: BaseException, death: str) -> str:
-    text = str(exc).strip().splitlines()
-    tail = [line for line in text if line.strip()][-6:]
-    summary = " | ".join(tail) if tail else type(exc).__name__
-    return summary[:800] if not death else f"{summary[:600]} ({death[:200]})"
+    text = strip_lines(str(exc))
+    summary = " | ".join(text[-6:]) if text else type(exc).__name__
+    return clean(summary, 800) if not death else f"{clean(summary, 600)} ({clean(death, 200)})"
+
+
+def strip_lines(text: str) -> list[str]:
+    """The non-blank lines of Ray's text, colour codes removed."""
+    return [line for line in strip_ansi(text).strip().splitlines() if line.strip()]
+
+
+NODE_DEATH_WAIT_S = 30.0
+"""How long a worker whose connection broke waits for Ray to declare its node dead (Ray
+needs about 15 s) before the failure is reported as the worker's own."""
+
+_CONNECTION_SIGNS = (
+    "socket closed",
+    "rpc error",
+    "unavailable",
+    "connection",
+    "node has died",
+    "node died",
+    "raylet",
+)
+
+
+def node_lost(worker: Worker, exc: BaseException | None = None) -> bool:
+    """Whether ``worker``'s node is dead; waits for Ray's verdict after a broken connection.
+
+    A worker whose node vanishes first fails with a connection error (``RPC error: Socket
+    closed``); Ray declares the node dead only about 15 s later. When ``exc`` reads like
+    that, this waits up to :data:`NODE_DEATH_WAIT_S` for the verdict.
+    """
+    deadline = time.monotonic()
+    if (
+        exc is not None
+        and not isinstance(exc, ray.exceptions.RayTaskError)  # the user's code raised
+        and any(sign in str(exc).lower() for sign in _CONNECTION_SIGNS)
+    ):
+        deadline += NODE_DEATH_WAIT_S
+    while True:
+        if worker.node_id not in {n["NodeID"] for n in alive_nodes()}:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.5)
+
+
+def _lost_or(worker: Worker, exc: BaseException, when: str, otherwise: str) -> str:
+    if node_lost(worker, exc):
+        return (
+            f"its node {worker.node_rank} ({worker.node_id[:12]}) was lost {when} "
+            f"(Ray: {_cause(exc, '')})"
+        )
+    return otherwise
 
 
 def setup_workers(
@@ -520,7 +584,9 @@ def setup_workers(
         refs,
         timeout_s,
         lambda _: f"its __init__ did not finish in {timeout_s}s",
-        lambda _, exc: f"its __init__ failed: {_cause(exc, '')}",
+        lambda w, exc: _lost_or(
+            w, exc, "during its __init__", f"its __init__ failed: {_cause(exc, '')}"
+        ),
         ray.exceptions.RayError,
     )
     if failures:

@@ -9,7 +9,9 @@ What identifies "our" cluster and job:
   different cluster raises ``ForeignClusterError`` instead of silently starting over;
 * the **view** (node order, inventory) lives in a named actor of the job's namespace, so a
   second ``Cluster()`` in another process of the job (a worker, a subprocess given
-  ``attach_env()``) sees exactly the same ranks without discovering again.
+  ``attach_env()``) sees exactly the same ranks without discovering again. The actor is
+  pinned to the head node, so losing a worker node never loses the view; if it is lost
+  anyway, the next ``Cluster()`` creates it again and discovers the view anew.
 
 Without an address (argument or ``RAY_ADDRESS``) a new local cluster is started on this
 machine; ``address="auto"`` is never used, so a stray cluster that happens to run on the
@@ -18,6 +20,7 @@ machine is never joined by accident.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -33,6 +36,7 @@ from placement_core.inventory import Inventory, Node
 from ._discovery import discover_inventory
 from ._node_order import NODE_RANK_LABEL
 from ._rayapi import alive_nodes, head_node_id
+from ._text import clean
 from .errors import ArgumentError, ClusterError, ForeignClusterError, NodesNotReadyError
 
 __all__ = [
@@ -50,6 +54,8 @@ JOB_ENV = "PLACEMENT_JOB"
 CLUSTER_ID_ENV = "PLACEMENT_CLUSTER_ID"
 NAMESPACE_PREFIX = "placement-"
 STATE_ACTOR_NAME = "placement-cluster-state"
+
+_STATE_ATTEMPTS = 4
 
 
 @ray.remote(num_cpus=0, max_restarts=0)
@@ -234,16 +240,8 @@ class Cluster:
                 expected=expected,
                 found=self.cluster_id,
             )
-        # Beside the driver, so losing a worker node never loses the job's view.
-        self._state_actor = _JobState.options(  # type: ignore[attr-defined]
-            name=STATE_ACTOR_NAME,
-            namespace=self.namespace,
-            get_if_exists=True,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(
-                node_id=ray.get_runtime_context().get_node_id(), soft=True
-            ),
-        ).remote()
-        state = ray.get(self._state_actor.get.remote(), timeout=60)
+        self._state_actor: Any = None
+        state = self._on_state_actor(lambda actor: actor.get.remote())
         if state is not None:
             have = state["inventory"].num_nodes
             if num_nodes is not None and num_nodes != have:
@@ -254,7 +252,7 @@ class Cluster:
             logger.debug("attached to job %s's existing view", self.job)
         else:
             mine = self._discover(num_nodes, timeout_s, progress)
-            state = ray.get(self._state_actor.publish.remote(mine), timeout=60)
+            state = self._on_state_actor(lambda actor: actor.publish.remote(mine))
             self._owner = state["token"] == mine["token"]
         if state["cluster_id"] != self.cluster_id:
             raise ForeignClusterError(
@@ -270,6 +268,53 @@ class Cluster:
             for key, value in self.attach_env().items():
                 self._exported.setdefault(key, os.environ.get(key))
                 os.environ[key] = value
+
+    def _on_state_actor(self, call: Callable[[Any], Any]) -> Any:
+        """Run ``call(actor)`` on the job's view holder; recreate the holder when it is lost.
+
+        The holder lives on the head node (hard node affinity): a lost worker node never
+        takes the job's view along, and a lost head node ends the Ray cluster anyway. If it
+        was lost all the same (its owner's node died), it is created again, empty, and
+        this ``Cluster`` discovers and publishes the view again.
+
+        Raises:
+            ClusterError: the holder cannot be created or answered no call in time.
+        """
+        home = head_node_id() or ray.get_runtime_context().get_node_id()
+        last: BaseException | None = None
+        for attempt in range(_STATE_ATTEMPTS):
+            # Keep the first handle: Ray ends a named actor once its creator's handle is
+            # gone, so swapping it for a looked-up one would drop the view.
+            actor = self._state_actor
+            if actor is None:
+                actor = _JobState.options(  # type: ignore[attr-defined]
+                    name=STATE_ACTOR_NAME,
+                    namespace=self.namespace,
+                    get_if_exists=True,
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=home, soft=False),
+                ).remote()
+            try:
+                answer = ray.get(call(actor), timeout=60)
+            except ray.exceptions.RayActorError as exc:  # died, or unreachable
+                last = exc
+                logger.warning(
+                    "job %s's view holder was lost (%s); creating it again", self.job, exc
+                )
+                with contextlib.suppress(Exception):  # it is gone already
+                    ray.kill(actor, no_restart=True)
+                self._state_actor = None
+                time.sleep(0.5 * (attempt + 1))  # Ray frees the dead actor's name
+                continue
+            except ray.exceptions.GetTimeoutError as exc:
+                last = exc
+                break
+            self._state_actor = actor
+            return answer
+        raise ClusterError(
+            f"job {self.job!r}: the actor holding the job's view ({STATE_ACTOR_NAME!r} in "
+            f"namespace {self.namespace!r}) could not be reached or created again: "
+            + clean(str(last), 400)
+        )
 
     def _connect(
         self,
@@ -334,7 +379,7 @@ class Cluster:
                 ray.init(address=address, namespace=namespace, log_to_driver=True)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise ClusterError(
-                    f"cannot connect to the Ray cluster at {address}: {exc}"
+                    f"cannot connect to the Ray cluster at {address}: {clean(str(exc))}"
                 ) from exc
             return job, namespace
         if os.environ.get(CLUSTER_ID_ENV):
@@ -433,7 +478,7 @@ class Cluster:
         The ``Cluster`` that discovered the job's view also drops it (the next
         ``Cluster()`` of the job discovers again). Restores the variables ``export_env`` set.
         """
-        if self._owner and ray.is_initialized():
+        if self._owner and ray.is_initialized() and self._state_actor is not None:
             ray.kill(self._state_actor, no_restart=True)
             self._owner = False
         for key, old in self._exported.items():

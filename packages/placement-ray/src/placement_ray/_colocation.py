@@ -2,8 +2,17 @@
 
 Ray hangs silently when the fractional GPU requests placed in one bundle add up to more
 than the bundle holds, so every share is checked here, before anything is created. A
-worker that uses several GPUs (tensor parallel, a strided set) sits in the bundle of its
-first GPU with its share; only that bundle's sum counts it.
+worker that uses several GPUs (tensor parallel, a strided set) counts with its share on
+every one of them.
+
+Ray itself can only protect one of those GPUs: an actor sits in one bundle, so it asks for
+its share of its first GPU's bundle and Ray knows nothing of the others. Every other GPU
+it uses is protected by our own per-bundle accounting instead: the share is recorded in
+the driver's :data:`ledger` on each of its bundles, and every placement-ray allocation
+into a bundle (launch, slime's train group and rollout engines) checks the ledger first.
+Work placed into those bundles directly through Ray, bypassing placement-ray, is not
+checked: reserving each extra GPU with an idle placeholder actor would make Ray enforce
+it, at the price of one idle process per extra GPU.
 
 Shares already handed out in a placement group are remembered per bundle (in this driver
 process), so a rollout created after a colocated trainer is checked against the trainer's
@@ -37,12 +46,12 @@ _EPS = 1e-9
 
 @dataclass(frozen=True, slots=True)
 class GpuShare:
-    """One worker's request on the GPU (bundle) it sits in.
+    """One worker's share of one GPU it uses (a worker on several GPUs has one per GPU).
 
     Attributes:
         who: The worker, as people read it (``rollout rank 3``).
         node_rank: Node of the GPU.
-        gpu: Physical index of the worker's first GPU (the bundle it sits in).
+        gpu: Physical index of the GPU.
         share: The fractional GPU request, ``0 < share <= 1``.
     """
 
@@ -73,11 +82,15 @@ def validate_share(name: str, value: object) -> float:
     return round(quantised, 4)
 
 
-def default_share(sharers: int) -> float:
-    """The largest share that lets ``sharers`` workers fit one GPU (1, 0.5, 0.3333, ...)."""
+def default_share(sharers: int, free: float = 1.0) -> float:
+    """The largest share that lets ``sharers`` workers fit ``free`` of a GPU.
+
+    ``default_share(2) == 0.5``, ``default_share(3) == 0.3333``; with ``free=0.5`` (the
+    rest given explicitly to others) two workers get 0.25 each. 0 when nothing is free.
+    """
     if sharers < 1:
         raise ArgumentError(f"sharers: expected an int >= 1, got {sharers!r}")
-    return round(math.floor(1.0 / sharers / SHARE_QUANTUM + _EPS) * SHARE_QUANTUM, 4)
+    return round(max(0.0, math.floor(free / sharers / SHARE_QUANTUM + _EPS)) * SHARE_QUANTUM, 4)
 
 
 def check_shares(

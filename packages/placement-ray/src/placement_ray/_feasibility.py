@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from .errors import ArgumentError, InfeasiblePlacementGroupError
 
@@ -105,6 +105,7 @@ def check_feasible(
     *,
     strategy: str = "PACK",
     pins: Sequence[int | None] | None = None,
+    dead: Collection[int] = (),
 ) -> None:
     """Raise at once if the nodes (by rank) can never hold the placement group.
 
@@ -113,6 +114,7 @@ def check_feasible(
         node_totals: Each node's total resources, index = node rank.
         strategy: One of ``STRATEGIES``.
         pins: Per bundle, the node rank it must land on, or None.
+        dead: Ranks of nodes that are dead (they hold nothing, and are called dead).
 
     Raises:
         ArgumentError: a malformed request.
@@ -124,7 +126,12 @@ def check_feasible(
     nodes = [dict(n) for n in node_totals]
     for i, (bundle, pin) in enumerate(zip(clean, pins, strict=True)):
         if pin is not None:
-            if not _fits(bundle, nodes[pin]):
+            if pin in dead:
+                problems.append(
+                    f"bundle {i} {format_resources(bundle)} is pinned to node {pin}, which is "
+                    "dead (lost from the cluster)"
+                )
+            elif not _fits(bundle, nodes[pin]):
                 problems.append(
                     f"bundle {i} {format_resources(bundle)} is pinned to node {pin}, which has "
                     f"{format_resources(nodes[pin])} in total"
@@ -145,7 +152,7 @@ def check_feasible(
             by_node[pin].append(bundle)
     for rank, pinned in sorted(by_node.items()):
         need = _total(pinned)
-        if len(pinned) > 1 and not _fits(need, nodes[rank]):
+        if len(pinned) > 1 and rank not in dead and not _fits(need, nodes[rank]):
             problems.append(
                 f"{len(pinned)} bundles pinned to node {rank} need {format_resources(need)}, "
                 f"it has {format_resources(nodes[rank])} in total"
@@ -177,6 +184,9 @@ def check_feasible(
             + "\n".join(f"  - {p}" for p in problems)
             + f"\nasked: {len(clean)} bundles, strategy {strategy}, "
             f"{format_resources(asked)} in total\nnodes (total resources):\n"
-            + "\n".join(f"  node {r}: {format_resources(n)}" for r, n in enumerate(nodes)),
+            + "\n".join(
+                f"  node {r}: " + ("dead" if r in dead else format_resources(n))
+                for r, n in enumerate(nodes)
+            ),
             problems=problems,
         )

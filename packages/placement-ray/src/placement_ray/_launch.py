@@ -2,11 +2,13 @@
 
 1. The config is planned against the live inventory (a plan made offline is re-planned
    and must come out the same).
-2. Every GPU share is checked (per GPU, the shares of the workers sitting in its bundle
-   must sum to <= 1) and every node group's interpreter is checked on its node, before
-   anything is created.
-3. The GPUs the plan uses are reserved with one placement-group bundle of one GPU each,
-   pinned to its planned node. Ray decides which physical GPUs of a node the bundles
+2. Every GPU share is checked (per GPU, the shares of every worker using it must sum to
+   <= 1) and every node group's interpreter is checked on its node, before anything is
+   created.
+3. The GPUs the plan uses are reserved with one placement group per node, one bundle of
+   one GPU each, pinned to the node (a lost node then takes only its own workers along:
+   the other groups, and the workers in them, are untouched). Ray decides which physical
+   GPUs of a node the bundles
    get: where the group holds a whole node that is any bijection, so the plan's ids are
    kept; elsewhere the plan's ids on that node are mapped, in order, onto the GPUs Ray
    reserved (learned by the foundation's probe), and every worker's visibility list uses
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,7 +48,14 @@ from placement_core.records import Placement
 
 from ._allocate import Worker, check_interpreters
 from ._cluster import Cluster
-from ._colocation import GpuShare, check_shares, default_share, ledger, validate_share
+from ._colocation import (
+    SHARE_QUANTUM,
+    GpuShare,
+    check_shares,
+    default_share,
+    ledger,
+    validate_share,
+)
 from ._placement_groups import OrderedPlacementGroup, create_placement_group
 from ._startup import Start, start_workers
 from ._worker import COMPONENT_ENV, MASTER_PORT_BLOCK
@@ -140,9 +150,14 @@ def _kind(placement: Placement) -> str:
 
 
 def default_shares(the_plan: Plan, gpu_share: Any = None) -> dict[str, float]:
-    """Each component's GPU share: given, or 1 / the most workers on one of its GPUs.
+    """Each component's GPU share: given, or an even split of what its GPUs have free.
 
-    A worker counts on the GPU whose bundle it sits in (its first GPU).
+    Every GPU of every worker counts. A component without an explicit share gets, on each
+    GPU it uses, an even split of what the explicit shares there leave free among the
+    workers without one, and keeps the smallest such split over its GPUs. With no
+    explicit shares that is 1 / the most workers on one of its GPUs (RLinf's
+    time-shared colocation, ``actor: all`` with ``rollout: 0-1``: 0.5 each), and every
+    GPU's sum stays <= 1.
 
     Raises:
         ArgumentError: an unknown component or a share outside ``(0, 1]``.
@@ -151,29 +166,36 @@ def default_shares(the_plan: Plan, gpu_share: Any = None) -> dict[str, float]:
     return {w.component: w.share for w in pending}
 
 
+def _gpus(p: Placement) -> list[tuple[int, int]]:
+    return [(p.node_rank, g) for g in p.hardware_ranks] if _kind(p) == "gpu" else []
+
+
 def _pending(the_plan: Plan, gpu_share: Any) -> list[_Pending]:
     components = list(the_plan.components)
     given = _per_component("gpu_share", gpu_share, components, None)
-    sharers: dict[tuple[int, int], int] = defaultdict(int)
-    for placements in the_plan.components.values():
+    explicit = {
+        c: validate_share(f"gpu_share[{c!r}]", v) for c, v in given.items() if v is not None
+    }
+    taken: dict[tuple[int, int], float] = defaultdict(float)
+    splitters: dict[tuple[int, int], int] = defaultdict(int)
+    for component, placements in the_plan.components.items():
         for p in placements:
-            if _kind(p) == "gpu":
-                sharers[(p.node_rank, p.hardware_ranks[0])] += 1
+            for key in _gpus(p):
+                if component in explicit:
+                    taken[key] += explicit[component]
+                else:
+                    splitters[key] += 1
     out: list[_Pending] = []
     for component, placements in the_plan.components.items():
-        share = given[component]
+        share = explicit.get(component)
         if share is None:
-            most = max(
-                (
-                    sharers[(p.node_rank, p.hardware_ranks[0])]
-                    for p in placements
-                    if _kind(p) == "gpu"
-                ),
-                default=1,
-            )
-            share = default_share(most)
-        else:
-            share = validate_share(f"gpu_share[{component!r}]", share)
+            split = [
+                default_share(splitters[key], 1.0 - taken[key])
+                for p in placements
+                for key in _gpus(p)
+            ]
+            # Nothing free: the smallest share, so check_shares names the overflow.
+            share = max(min(split, default=1.0), SHARE_QUANTUM)
         out.extend(_Pending(component, p, _kind(p), share) for p in placements)
     return out
 
@@ -219,8 +241,14 @@ def _reserve(
     *,
     cpus_per_bundle: float,
     timeout_s: float | None,
-) -> tuple[OrderedPlacementGroup | None, dict[tuple[int, int], tuple[int, int]]]:
-    """One 1-GPU bundle per planned GPU, pinned; ``(node, plan id) -> (physical, bundle)``."""
+) -> tuple[dict[int, OrderedPlacementGroup], dict[tuple[int, int], tuple[int, int]]]:
+    """One placement group per node, one 1-GPU bundle per planned GPU on it.
+
+    Returns the groups by node rank and ``(node, plan id) -> (physical, bundle index)``.
+    One group per node keeps a node loss local: Ray cannot move a lost node's pinned
+    bundles, so a group holding them must be removed, which kills every worker in it.
+    ``timeout_s`` bounds all the groups together.
+    """
     keys = sorted(
         {
             (w.placement.node_rank, g)
@@ -229,17 +257,24 @@ def _reserve(
             for g in w.placement.hardware_ranks
         }
     )
-    if not keys:
-        return None, {}
+    per_node: dict[int, int] = defaultdict(int)
+    for node, _ in keys:
+        per_node[node] += 1
     bundle = {"GPU": 1.0, "CPU": float(cpus_per_bundle)} if cpus_per_bundle else {"GPU": 1.0}
-    group = create_placement_group(
-        cluster,
-        [bundle] * len(keys),
-        pin_to=[node for node, _ in keys],
-        timeout_s=timeout_s,
-        name="",
-    )
-    mapping = map_gpus(keys, [(s.node_rank, s.gpu_id, s.index) for s in group.slots])
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    groups: dict[int, OrderedPlacementGroup] = {}
+    try:
+        for node, count in sorted(per_node.items()):
+            left = None if deadline is None else max(deadline - time.monotonic(), 1.0)
+            groups[node] = create_placement_group(
+                cluster, [bundle] * count, pin_to=[node] * count, timeout_s=left, name=""
+            )
+    except BaseException:
+        for group in groups.values():
+            group.remove()
+        raise
+    held = [(s.node_rank, s.gpu_id, s.index) for g in groups.values() for s in g.slots]
+    mapping = map_gpus(keys, held)
     moved = sorted(k for k, (physical, _) in mapping.items() if k[1] != physical)
     if moved:
         logger.info(
@@ -250,7 +285,7 @@ def _reserve(
             moved[0][1],
             mapping[moved[0]][0],
         )
-    return group, mapping
+    return groups, mapping
 
 
 def _worker_env(
@@ -300,15 +335,16 @@ def _port_blocks(value: Any, components: Sequence[str]) -> dict[str, dict[str, t
 
 
 class Launch:
-    """A launched plan: its workers per component, their placement group, their reports.
+    """A launched plan: its workers per component, their placement groups, their reports.
 
     Use it as a context manager, or call :meth:`shutdown`.
 
     Attributes:
         plan: The live plan that was launched.
         cluster: The job's cluster view.
-        group: The placement group holding the plan's GPUs (None without GPU workers).
-        groups: Component name -> its ``WorkerGroup``, in plan order.
+        placement_groups: Node rank -> the placement group holding the plan's GPUs on
+            that node (one per node, so a lost node takes only its own workers along).
+        worker_groups: Component name -> its ``WorkerGroup``, in plan order.
         gpu_map: ``(node rank, plan GPU id) -> physical GPU id`` actually held.
     """
 
@@ -316,27 +352,41 @@ class Launch:
         self,
         the_plan: Plan,
         cluster: Cluster,
-        group: OrderedPlacementGroup | None,
-        groups: Mapping[str, WorkerGroup],
+        placement_groups: Mapping[int, OrderedPlacementGroup],
+        worker_groups: Mapping[str, WorkerGroup],
         gpu_map: Mapping[tuple[int, int], int],
     ) -> None:
         self.plan = the_plan
         self.cluster = cluster
-        self.group = group
-        self.groups = dict(groups)
+        self.placement_groups = dict(placement_groups)
+        self.worker_groups = dict(worker_groups)
         self.gpu_map = dict(gpu_map)
         self._closed = False
 
+    def placement_group(self, node_rank: int) -> OrderedPlacementGroup:
+        """The placement group holding the plan's GPUs on node ``node_rank``.
+
+        Raises:
+            ArgumentError: the plan uses no GPU on that node.
+        """
+        try:
+            return self.placement_groups[node_rank]
+        except (KeyError, TypeError):
+            raise ArgumentError(
+                f"node_rank: the launch holds GPUs on nodes {sorted(self.placement_groups)}, "
+                f"got {node_rank!r}"
+            ) from None
+
     def __getitem__(self, component: str) -> WorkerGroup:
         try:
-            return self.groups[component]
+            return self.worker_groups[component]
         except KeyError:
             raise ArgumentError(
-                f"no component {component!r}; launched: {list(self.groups)}"
+                f"no component {component!r}; launched: {list(self.worker_groups)}"
             ) from None
 
     def __iter__(self) -> Iterator[WorkerGroup]:
-        return iter(self.groups.values())
+        return iter(self.worker_groups.values())
 
     def shared_with(self, component: str, owner: str) -> tuple[tuple[int, ...], ...]:
         """Per worker of ``component``, the ranks of ``owner`` that use one of its GPUs.
@@ -355,21 +405,19 @@ class Launch:
     def verify(self) -> list[str]:
         """Compare what every worker reported with its placement; one line per mismatch."""
         problems = []
-        for group in self.groups.values():
+        for group in self.worker_groups.values():
             for worker, report in zip(group.workers, group.reports, strict=True):
                 problems.extend(_compare(worker, report, group))
         return problems
 
     def shutdown(self) -> None:
-        """Kill every worker and remove the placement group; idempotent."""
+        """Kill every worker and remove the placement groups; idempotent."""
         if self._closed:
             return
         self._closed = True
-        for group in self.groups.values():
+        for group in self.worker_groups.values():
             group.kill()
-        if self.group is not None:
-            ledger.forget(self.group.pg.id.hex())
-            self.group.remove()
+        _remove(self.placement_groups.values())
 
     def __enter__(self) -> Launch:
         return self
@@ -381,6 +429,15 @@ class Launch:
         traceback: TracebackType | None,
     ) -> None:
         self.shutdown()
+
+
+def _remove(groups: Iterable[OrderedPlacementGroup]) -> None:
+    for group in groups:
+        ledger.forget(group.pg.id.hex())
+        try:
+            group.remove()
+        except Exception as exc:  # gone with its node already
+            logger.debug("removing placement group %s: %s", group.pg.id.hex(), exc)
 
 
 def _compare(worker: Worker, report: Mapping[str, Any], group: WorkerGroup) -> list[str]:
@@ -435,9 +492,9 @@ def launch(
         args: Component -> constructor arguments (the same for every rank; each worker
             knows its rank from ``RANK``).
         kwargs: Component -> constructor keyword arguments.
-        gpu_share: Fractional GPU request of each GPU worker in its first GPU's bundle,
-            one number or per component. Default: 1 / (most workers sitting on one of the
-            component's GPUs), so colocated components split a GPU evenly.
+        gpu_share: Fractional GPU share of each GPU worker on each of its GPUs, one number
+            or per component. Default: see :func:`default_shares` (colocated components
+            split each GPU evenly).
         num_cpus: CPUs each actor asks for (one number or per component).
         cpus_per_bundle: CPUs reserved in each GPU bundle.
         port_blocks: Component -> ``{block name: port count}`` every worker of it reserves
@@ -445,7 +502,7 @@ def launch(
         master_port: Rank 0 of each component holds a ``MASTER_PORT``.
         colocate: Groups of components allowed to share GPUs (see core's ``plan``).
         timeout_s: Limit for the workers to start (and, separately, to run ``__init__``).
-        pg_timeout_s: Limit for the placement group to be placed.
+        pg_timeout_s: Limit for the placement groups (one per node) to be placed.
         bind_cpus: Bind every worker whose placement knows its CPUs (node snapshots with
             CPU affinity) to them (``os.sched_setaffinity``, every thread) before its
             ``__init__``; the CPUs are in ``PLACEMENT_CPU_AFFINITY`` either way.
@@ -493,10 +550,10 @@ def launch(
     cpus = _per_component("num_cpus", num_cpus, components, 0)
     blocks = _port_blocks(port_blocks, components)
     pending = _pending(the_plan, gpu_share)
+    for warning in the_plan.warnings:
+        logger.warning("%s", warning)
     check_shares(
-        GpuShare(w.name, w.placement.node_rank, w.placement.hardware_ranks[0], w.share)
-        for w in pending
-        if w.kind == "gpu"
+        GpuShare(w.name, node, gpu, w.share) for w in pending for node, gpu in _gpus(w.placement)
     )
     interpreters = {
         (w.placement.node_rank, path)
@@ -504,7 +561,7 @@ def launch(
         if (path := the_plan.interpreter(w.component, w.placement.rank)) is not None
     }
     check_interpreters(cluster, interpreters)
-    group, mapping = _reserve(
+    pgs, mapping = _reserve(
         cluster, pending, cpus_per_bundle=cpus_per_bundle, timeout_s=pg_timeout_s
     )
     starts = []
@@ -514,8 +571,10 @@ def launch(
             tuple(mapping[(p.node_rank, g)][0] for g in p.hardware_ranks) if w.kind == "gpu" else ()
         )
         bundle = None
-        if w.kind == "gpu" and group is not None:
-            bundle = (group.pg, mapping[(p.node_rank, p.hardware_ranks[0])][1])
+        more: tuple[int, ...] = ()
+        if w.kind == "gpu":
+            bundle = (pgs[p.node_rank].pg, mapping[(p.node_rank, p.hardware_ranks[0])][1])
+            more = tuple(mapping[(p.node_rank, g)][1] for g in p.hardware_ranks[1:])
         starts.append(
             Start(
                 actors[w.component],
@@ -529,6 +588,7 @@ def launch(
                 all_kwargs[w.component],
                 bundle=bundle,
                 gpu_share=w.share,
+                more_bundles=more,
                 num_cpus=cpus[w.component],
                 interpreter=the_plan.interpreter(w.component, p.rank),
                 port_blocks=blocks[w.component],
@@ -536,13 +596,12 @@ def launch(
             )
         )
 
-    def cleanup() -> None:
-        if group is not None:
-            ledger.forget(group.pg.id.hex())
-            group.remove()
-
     started = start_workers(
-        starts, cluster=cluster, master_port=master_port, timeout_s=timeout_s, cleanup=cleanup
+        starts,
+        cluster=cluster,
+        master_port=master_port,
+        timeout_s=timeout_s,
+        cleanup=lambda: _remove(pgs.values()),
     )
     by_component: dict[str, list[tuple[Worker, dict[str, Any]]]] = defaultdict(list)
     for worker, report in zip(started.workers, started.reports, strict=True):
@@ -559,4 +618,4 @@ def launch(
         for c in components
     }
     gpu_map = {key: physical for key, (physical, _) in mapping.items()}
-    return Launch(the_plan, cluster, group, groups, gpu_map)
+    return Launch(the_plan, cluster, pgs, groups, gpu_map)

@@ -30,6 +30,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from ._feasibility import check_feasible, format_resources, validate_bundles
 from ._node_order import NODE_RANK_LABEL
 from ._rayapi import alive_nodes, available_per_node, schedulable_resources, shown_resources
+from ._text import clean as clean_text
 from .errors import ArgumentError, ClusterError, PlacementGroupTimeoutError, ProbeError
 
 if TYPE_CHECKING:
@@ -168,13 +169,15 @@ def create_placement_group(
         raise ArgumentError(f"timeout_s: expected seconds > 0 or None, got {timeout_s!r}")
     clean = validate_bundles(bundles, strategy, pin_to, cluster.num_nodes)
     if check:
-        check_feasible(clean, node_totals(cluster), strategy=strategy, pins=pin_to)
+        alive = {n["NodeID"] for n in alive_nodes()}
+        dead = [n.rank for n in cluster.nodes if n.node_id not in alive]
+        check_feasible(clean, node_totals(cluster), strategy=strategy, pins=pin_to, dead=dead)
     selectors = None if pin_to is None else pin_selectors(cluster, pin_to)
     started = time.perf_counter()
     pg = placement_group(
         clean, strategy=strategy, name=name, lifetime=lifetime, bundle_label_selector=selectors
     )
-    wait_placement_group(pg, cluster, timeout_s=timeout_s)
+    wait_placement_group(pg, cluster, timeout_s=timeout_s, pins=pin_to)
     logger.debug(
         "placement group of %d bundles ready in %.3fs", len(clean), time.perf_counter() - started
     )
@@ -233,12 +236,19 @@ def pin_selectors(cluster: Cluster, pin_to: Sequence[int | None]) -> list[dict[s
     return selectors
 
 
-def wait_placement_group(pg: PlacementGroup, cluster: Cluster, *, timeout_s: float | None) -> None:
+def wait_placement_group(
+    pg: PlacementGroup,
+    cluster: Cluster,
+    *,
+    timeout_s: float | None,
+    pins: Sequence[int | None] | None = None,
+) -> None:
     """Wait until ``pg`` is placed; on timeout remove it and explain why.
 
     Raises:
-        PlacementGroupTimeoutError: listing each unplaced bundle and, per node, its
-            rank, labels and available / total resources.
+        PlacementGroupTimeoutError: listing each unplaced bundle (and the node it is
+            pinned to) and, per node, its rank, labels and available / total resources;
+            a dead node is called dead.
     """
     try:
         ray.get(pg.ready(), timeout=timeout_s)
@@ -270,12 +280,24 @@ def wait_placement_group(pg: PlacementGroup, cluster: Cluster, *, timeout_s: flo
             "available": free,
             "total": total,
         }
-        state = "" if info else " DEAD"
+        if info is None:
+            lines.append(f"  node {node.rank} ({node.node_id[:12]}): dead (lost from the cluster)")
+            continue
         lines.append(
-            f"  node {node.rank} ({node.node_id[:12]}{state}) labels {labels}: available "
+            f"  node {node.rank} ({node.node_id[:12]}) labels {labels}: available "
             f"{format_resources(free)} of {format_resources(total)}"
         )
-    shown = "\n".join(f"  bundle {i}: {format_resources(b)}" for i, b in unplaced[:50])
+    pinned = {i: p for i, p in enumerate(pins or ()) if p is not None}
+    shown = "\n".join(
+        f"  bundle {i}: {format_resources(b)}"
+        + (f", pinned to node {pinned[i]}" if i in pinned else "")
+        for i, b in unplaced[:50]
+    )
+    if any(i in pinned for i, _ in unplaced):
+        shown += (
+            "\n  (a pinned bundle can only go to its own node: free resources on other "
+            "nodes cannot hold it)"
+        )
     if len(unplaced) > 50:
         shown += f"\n  ... and {len(unplaced) - 50} more"
     bundles = f"{len(specs)} bundle" + ("" if len(specs) == 1 else "s")
@@ -422,7 +444,7 @@ def probe_bundle_gpus(
                 raw = ray.get(ref)
             except ray.exceptions.RayError as exc:
                 raise ProbeError(
-                    f"probe of bundle {index} on node {node_id} failed: {exc}"
+                    f"probe of bundle {index} on node {node_id} failed: {clean_text(str(exc))}"
                 ) from exc
             found[index] = _to_indices(raw, node_id, index, cluster)
             if queues[node_id]:

@@ -42,6 +42,8 @@ class Start:
         kwargs: Constructor keyword arguments.
         bundle: ``(placement group, bundle index)`` it sits in, or None (node affinity).
         gpu_share: Its fractional GPU request in that bundle.
+        more_bundles: The bundles of its other GPUs in the same group (booked in the
+            driver's ledger with its share).
         num_cpus: CPUs it asks for.
         interpreter: Its node group's interpreter on its node, if any (already checked).
         port_blocks: Block name -> ``(count, consecutive)`` it reserves and holds.
@@ -61,6 +63,7 @@ class Start:
     kwargs: Mapping[str, Any] | None = None
     bundle: tuple[PlacementGroup, int] | None = None
     gpu_share: float | None = None
+    more_bundles: tuple[int, ...] = ()
     num_cpus: float = 0
     interpreter: str | None = None
     port_blocks: Mapping[str, tuple[int, bool]] = field(default_factory=dict)
@@ -127,6 +130,7 @@ def start_workers(
                     cluster=cluster,
                     bundle=s.bundle,
                     gpu_share=s.gpu_share if s.bundle is not None else None,
+                    more_bundles=s.more_bundles,
                     num_cpus=s.num_cpus,
                     interpreter=s.interpreter,
                     check_interpreter=False,

@@ -1,7 +1,8 @@
 """``WorkerGroup``: one component's workers, in rank order, called together.
 
 ``execute("train", batch)`` calls a method on every rank concurrently (or on a subset) and
-returns the results in rank order; a worker that raised is named by rank, node and GPUs;
+returns the results in rank order, failing fast: the first rank that raises or dies ends
+the call, named by rank, node and GPUs (the ranks still running are listed);
 a worker lost with its node is reported by rank, node and GPUs, and placement groups left
 spinning in ``RESCHEDULING`` are removed (the foundation's ``check_health``).
 """
@@ -9,22 +10,27 @@ spinning in ``RESCHEDULING`` are removed (the foundation's ``check_health``).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import ray
 
-from ._allocate import Worker, release
+from ._allocate import Worker, node_lost, release, strip_lines
 from ._failure import HealthReport, Occupant, check_health
+from ._text import clean
 from ._worker import MASTER_PORT_BLOCK
-from .errors import ArgumentError, WorkerCallError, WorkerTimeoutError
+from .errors import ArgumentError, NodeLostError, WorkerCallError, WorkerTimeoutError
 
 if TYPE_CHECKING:
     from ._cluster import Cluster
 
-__all__ = ["WorkerGroup"]
+__all__ = ["DEFAULT_CALL_TIMEOUT_S", "WorkerGroup"]
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_CALL_TIMEOUT_S = 600.0
+"""``WorkerGroup.execute``'s default limit for one call on all ranks, in seconds."""
 
 
 class WorkerGroup:
@@ -136,61 +142,90 @@ class WorkerGroup:
         method: str,
         *args: Any,
         ranks: Sequence[int] | None = None,
-        timeout_s: float | None = None,
+        timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S,
         **kwargs: Any,
     ) -> list[Any]:
         """Call ``method`` on the chosen ranks concurrently; results in the given rank order.
+
+        The call fails fast: the first rank that raises or dies ends it (the survivors of
+        a collective would otherwise block forever), and the ranks whose calls are still
+        running are named. Their calls are not cancelled: a running call cannot be
+        interrupted in a plain actor, and cancelling a queued one breaks Ray's in-order
+        delivery to that actor (its next call fails after 30 s). Kill the group, or wait
+        for them with ``execute_async``, to go on.
 
         Args:
             method: The actor method's name.
             *args: Positional arguments (the same for every rank).
             ranks: The ranks to call (default: all, 0 first); results follow this order.
-            timeout_s: Limit for all calls together; None waits forever.
+            timeout_s: Limit for all calls together (default
+                :data:`DEFAULT_CALL_TIMEOUT_S`, 600 s); None waits forever.
             **kwargs: Keyword arguments (the same for every rank).
 
         Raises:
-            ArgumentError: unknown method or bad ranks.
+            ArgumentError: unknown method, bad ranks or a bad timeout.
             WorkerTimeoutError: some ranks did not finish in time (named).
-            NodeLostError: a worker's node is gone (affected workers by rank, node, GPUs).
-            WorkerCallError: the method raised, or a worker died, on some ranks (named).
+            NodeLostError: a rank died with its node: the workers on the lost nodes by
+                rank, node, GPUs.
+            WorkerCallError: the method raised, or the worker died, on a rank (named with
+                its node, GPUs and the cause; the ranks still running are listed).
         """
         chosen = self._ranks(ranks)
+        if timeout_s is not None and (
+            isinstance(timeout_s, bool)
+            or not isinstance(timeout_s, int | float)
+            or not timeout_s > 0
+        ):
+            raise ArgumentError(f"timeout_s: expected seconds > 0 or None, got {timeout_s!r}")
         refs = self.execute_async(method, *args, ranks=chosen, **kwargs)
-        if not refs:
-            return []
-        _, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
-        if pending:
-            late = [r for r, ref in zip(chosen, refs, strict=True) if ref in set(pending)]
-            raise WorkerTimeoutError(
-                f"{self.component}.{method} did not finish within {timeout_s:g}s on ranks "
-                f"{late}: " + "; ".join(self.workers[r].describe() for r in late[:8]),
-                method=method,
-                pending=late,
-            )
-        results: list[Any] = []
-        failed: list[tuple[int, str, str]] = []
-        died = False
-        for rank, ref in zip(chosen, refs, strict=True):
+        rank_of = {ref: rank for rank, ref in zip(chosen, refs, strict=True)}
+        results: dict[int, Any] = {}
+        pending = list(refs)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, pending = ray.wait(pending, num_returns=1, timeout=left)
+            if not ready:
+                late = [rank_of[ref] for ref in pending]
+                raise WorkerTimeoutError(
+                    f"{self.component}.{method} did not finish within {timeout_s:g}s on "
+                    f"ranks {late}: "
+                    + "; ".join(self.workers[r].describe() for r in late[:8])
+                    + (f"; ... and {len(late) - 8} more" if len(late) > 8 else ""),
+                    method=method,
+                    pending=late,
+                )
+            for ref in ready:
+                try:
+                    results[rank_of[ref]] = ray.get(ref)
+                except ray.exceptions.RayError as exc:
+                    self._call_failed(method, rank_of[ref], exc, [rank_of[p] for p in pending])
+        return [results[r] for r in chosen]
+
+    def _call_failed(
+        self, method: str, rank: int, exc: BaseException, others: list[int]
+    ) -> NoReturn:
+        worker = self.workers[rank]
+        still = f"\nstill running on ranks {others} (not waited for)" if others else ""
+        if not isinstance(exc, ray.exceptions.RayTaskError) and node_lost(worker, exc):
             try:
-                results.append(ray.get(ref))
-            except ray.exceptions.RayActorError as exc:
-                died = True
-                failed.append((rank, self.workers[rank].describe(), _short(exc)))
-                results.append(None)
-            except ray.exceptions.RayTaskError as exc:
-                failed.append((rank, self.workers[rank].describe(), _short(exc)))
-                results.append(None)
-        if failed:
-            if died:
-                self.check_health()  # raises NodeLostError when a node is gone
-            lines = "\n".join(f"  rank {r}: {who}: {why}" for r, who, why in failed[:20])
-            raise WorkerCallError(
-                f"{self.component}.{method} failed on {len(failed)} of {len(chosen)} ranks:\n"
-                + lines,
-                method=method,
-                failed=failed,
-            )
-        return results
+                self.check_health()
+            except NodeLostError as lost:
+                raise NodeLostError(
+                    f"{self.component}.{method}: rank {rank} was lost with its node; "
+                    + lost.message
+                    + still,
+                    dead_nodes=lost.dead_nodes,
+                    affected=lost.affected,
+                ) from exc
+        how = "raised" if isinstance(exc, ray.exceptions.RayTaskError) else "lost its worker"
+        why = _short(exc)
+        raise WorkerCallError(
+            f"{self.component}.{method} {how} on rank {rank}: {worker.describe()}: {why}" + still,
+            method=method,
+            failed=[(rank, worker.describe(), why)],
+            pending=others,
+        ) from exc
 
     def check_health(self, *, raise_on_loss: bool = True, grace_s: float = 5.0) -> HealthReport:
         """Report workers whose node is gone; remove this group's stuck placement groups.
@@ -237,5 +272,5 @@ class WorkerGroup:
 
 
 def _short(exc: BaseException) -> str:
-    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-    return (lines[-1] if lines else type(exc).__name__)[:500]
+    lines = strip_lines(str(exc))
+    return clean(lines[-1] if lines else type(exc).__name__, 500)

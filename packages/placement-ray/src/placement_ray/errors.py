@@ -305,13 +305,20 @@ class WorkerCallError(PlacementRayError, RuntimeError):
     Attributes:
         method: The method called.
         failed: Per failed rank: ``(rank, description, error text)``.
+        pending: Ranks whose calls had not finished when the failure ended the call.
     """
 
     def __init__(
-        self, message: str, *, method: str = "", failed: Sequence[tuple[int, str, str]] = ()
+        self,
+        message: str,
+        *,
+        method: str = "",
+        failed: Sequence[tuple[int, str, str]] = (),
+        pending: Sequence[int] = (),
     ) -> None:
         self.method = method
         self.failed = tuple(failed)
+        self.pending = tuple(pending)
         super().__init__(message)
 
 

@@ -243,9 +243,10 @@ def create_rollout_engines(
     }
     check_shares(
         (
-            GpuShare(f"rollout engine {e} node {j}", n, ids[0], share)
+            GpuShare(f"rollout engine {e} node {j}", n, gpu, share)
             for e, parts in enumerate(sets)
             for j, (n, ids) in enumerate(parts)
+            for gpu in ids
         ),
         already=used_shares(bundles),
     )
@@ -279,6 +280,7 @@ def create_rollout_engines(
                 kwargs,
                 bundle=(bundles.pg, bundle_of[(node_rank, ids[0])]),
                 gpu_share=share,
+                more_bundles=tuple(bundle_of[(node_rank, g)] for g in ids[1:]),
                 port_blocks={
                     name: (count, count > 1)
                     for name, count in blocks.items()

@@ -304,7 +304,7 @@ def _launch(
             _print_table(HEADERS, rows)
             for problem in launched.verify():
                 checks.problems.append(problem)
-            if "rollout" in launched.groups and "actor" in launched.groups:
+            if "rollout" in launched.worker_groups and "actor" in launched.worker_groups:
                 shared = launched.shared_with("rollout", "actor")
                 if any(shared):
                     print(
