@@ -5,10 +5,14 @@
    ``placement_native.testing``, compiled with the system compiler): the whole
    ``snapshot`` through the compiled backend (one C call) vs the same snapshot built with
    nvidia-ml-py calls (the pure-Python backend), run alternately in one process. Also the
-   NVML read alone, without turning it into the snapshot records. Median per snapshot
-   over ``--rounds`` rounds of ``--batch`` snapshots each, in wall-clock time and in CPU
-   time (the process's own; on a loaded machine the wall clock favours the shorter calls,
-   which a scheduler interrupts less, so the target of >= 20x is judged on CPU time).
+   NVML read alone, without turning it into the snapshot records. Then the same node with
+   its memory in use moving between any two snapshots (every GPU's and every process's,
+   by 1 MiB: ``memory_churn``), so nothing read is what the last read saw. Median per
+   snapshot over ``--rounds`` rounds of ``--batch`` snapshots each, in wall-clock time
+   and in CPU time (the process's own; on a loaded machine the wall clock favours the
+   shorter calls, which a scheduler interrupts less, so the target of >= 20x is judged on
+   CPU time). The target is judged on the busy node, read as it is (what the issue
+   measured); the node whose memory moves is the worst case and is printed beside it.
 2. Import time in fresh interpreters (``python -X importtime``, cumulative microseconds of
    the top-level module, median of ``--imports`` runs, bytecode cached as after an
    install): ``import placement_native`` vs ``import pynvml``. Target: placement_native
@@ -31,13 +35,16 @@ from placement_native.testing import FakeProcess, Topology, fake_nvml, topology
 
 TARGET_RATIO = 20.0
 TARGET_IMPORT_MS = 5.0
+Row = tuple[str, float, float, str]  # label, ours (s), nvidia-ml-py (s), "judged"/"worst"/""
 
 
-def _busy(machine: Topology) -> Topology:
-    """Every GPU with 20 GiB in use by two compute processes."""
+def _busy(machine: Topology, *, churn: bool = False) -> Topology:
+    """Every GPU with 20 GiB in use by two compute processes; with ``churn``, the memory
+    in use of every GPU and process moves by 1 MiB at every snapshot."""
     for i, gpu in enumerate(machine.gpus):
         gpu.memory_used = 20 << 30
         gpu.processes = [FakeProcess(4000 + 2 * i, 12 << 30), FakeProcess(4001 + 2 * i, 8 << 30)]
+        gpu.memory_churn = (1 << 20) if churn else 0
     return machine
 
 
@@ -87,6 +94,29 @@ def _import_us(module: str, runs: int) -> float:
     return statistics.median(samples)
 
 
+def _agree() -> bool:
+    """Whether both backends read the benchmark node alike, every GPU busy."""
+    from placement_native import _snapshot
+
+    compiled = _snapshot.take("cffi")
+    fallback = _snapshot.take("purepython")
+    busy = all(len(acc.processes or ()) == 2 for acc in compiled.accelerators)
+    same = compiled.to_dict() | {"source": ""} == fallback.to_dict() | {"source": ""}
+    return busy and same and len(compiled.accelerators) == 8
+
+
+def _snapshot_rows(machine: Topology, label: str, role: str, args: argparse.Namespace) -> list[Row]:
+    """The snapshot of ``machine`` by both backends, by wall clock and by CPU time (the
+    CPU-time row plays ``role``: "judged" or "worst")."""
+    from placement_native import _snapshot
+
+    snapshots = (lambda: _snapshot.take("cffi"), lambda: _snapshot.take("purepython"))
+    with fake_nvml(machine):
+        wall = _alternating(*snapshots, args.rounds, args.batch)
+        cpu = _alternating(*snapshots, args.rounds, args.batch, clock=time.process_time)
+    return [(label, *wall, ""), (f"{label}, CPU time", *cpu, role)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=25)
@@ -94,49 +124,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--imports", type=int, default=9)
     args = parser.parse_args(argv)
 
+    from placement_native import _backend, _host, _nvml_cffi, _nvml_pynvml
+
+    if _backend.native_module is None:
+        print("the compiled extension is not built: nothing to compare", file=sys.stderr)
+        return 1
     with fake_nvml(_busy(topology("dgx-h100"))) as fake:
-        from placement_native import _backend, _host, _nvml_cffi, _nvml_pynvml, _snapshot
-
-        sysfs = _host.sysfs_root()
-
-        if _backend.native_module is None:
-            print("the compiled extension is not built: nothing to compare", file=sys.stderr)
-            return 1
-        compiled = _snapshot.take("cffi")
-        fallback = _snapshot.take("purepython")
-        busy = all(len(acc.processes or ()) == 2 for acc in compiled.accelerators)
-        if (
-            not busy
-            or len(compiled.accelerators) != 8
-            or compiled.to_dict() | {"source": ""} != (fallback.to_dict() | {"source": ""})
-        ):
+        if not _agree():
             print("the two backends disagree on the benchmark node", file=sys.stderr)
             return 1
-
-        rows = []
-        for label, fast, slow in (
-            (
-                "snapshot() of a busy fake DGX H100",
-                lambda: _snapshot.take("cffi"),
-                lambda: _snapshot.take("purepython"),
-            ),
-            (
-                "NVML read alone",
-                lambda: _nvml_cffi.read(str(fake.library), sysfs),
-                lambda: _nvml_pynvml.read(str(fake.library), sysfs),
-            ),
-        ):
-            rows.append((label, *_alternating(fast, slow, args.rounds, args.batch)))
-        snapshots = (lambda: _snapshot.take("cffi"), lambda: _snapshot.take("purepython"))
-        cpu = _alternating(*snapshots, args.rounds, args.batch, clock=time.process_time)
-        rows.append(("snapshot(), CPU time", *cpu))
+        sysfs = _host.sysfs_root()
+        read = _alternating(
+            lambda: _nvml_cffi.read(str(fake.library), sysfs),
+            lambda: _nvml_pynvml.read(str(fake.library), sysfs),
+            args.rounds,
+            args.batch,
+        )
+    rows: list[Row] = [
+        *_snapshot_rows(_busy(topology("dgx-h100")), "busy DGX H100", "judged", args),
+        ("NVML read alone", *read, ""),
+        *_snapshot_rows(_busy(topology("dgx-h100"), churn=True), "memory moving", "worst", args),
+    ]
 
     print(f"placement-native snapshot benchmark (median of {args.rounds} rounds x {args.batch})")
     print(f"{'measure':32} {'cffi':>10} {'nvidia-ml-py':>13} {'ratio':>8}")
-    for label, fast_s, slow_s in rows:
+    for label, fast_s, slow_s, _ in rows:
         print(f"{label:32} {fast_s * 1e6:8.1f}us {slow_s * 1e6:11.1f}us {slow_s / fast_s:7.1f}x")
     # Judged on CPU time: on a shared machine the wall clock inflates the slower side.
-    ratio = rows[-1][2] / rows[-1][1]
+    ratio, worst = (
+        next(slow_s / fast_s for _, fast_s, slow_s, role in rows if role == wanted)
+        for wanted in ("judged", "worst")
+    )
 
     ours = _import_us("placement_native", args.imports) / 1000
     theirs = _import_us("pynvml", args.imports) / 1000
@@ -146,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ok_ratio, ok_import = ratio >= TARGET_RATIO, ours < TARGET_IMPORT_MS
     print(
-        f"\ntarget snapshot ratio (CPU time) >= {TARGET_RATIO:.0f}x: {ratio:.1f}x "
-        f"{'met' if ok_ratio else 'MISSED'}; "
+        f"\ntarget snapshot ratio (CPU time, busy node) >= {TARGET_RATIO:.0f}x: {ratio:.1f}x "
+        f"{'met' if ok_ratio else 'MISSED'} (worst case, memory moving: {worst:.1f}x); "
         f"target import < {TARGET_IMPORT_MS:.0f} ms: {ours:.2f} ms "
         f"{'met' if ok_import else 'MISSED'}"
     )

@@ -6,7 +6,14 @@ from . import _host
 from ._model import Accelerator, Link, MigInstance, NodeSnapshot, Process, record_maker
 from ._raw import RawGpu, RawNode
 
-__all__ = ["P2P_NAMES", "TOPOLOGY_LEVELS", "assemble"]
+__all__ = [
+    "P2P_NAMES",
+    "TOPOLOGY_LEVELS",
+    "accelerator",
+    "assemble",
+    "cpulist_of",
+    "process_records",
+]
 
 # nvmlGpuTopologyLevel_t -> the names nvidia-smi topo -m prints.
 TOPOLOGY_LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
@@ -18,30 +25,20 @@ _make_link = record_maker(Link)
 _make_snapshot = record_maker(NodeSnapshot)
 _make_process = record_maker(Process)
 
-# A node's topology and CPU masks do not change between snapshots, nor do most of its
-# processes from one snapshot to the next, and the records built from them are
-# immutable: the last pair table's links, every mask's cpulist and the processes last
-# seen are kept and handed out again for the same input.
+# A node's topology and CPU masks do not change between snapshots, and the records
+# built from them are immutable: the last pair table's links and every mask's cpulist
+# are kept and handed out again for the same input.
 _last_links: tuple[list[int], tuple[Link, ...]] = ([], ())
 _cpulists: dict[int, str | None] = {}
 _CPULISTS_KEPT = 64
-_known_processes: dict[tuple[tuple[int, int | None], ...], tuple[Process, ...]] = {}
-_PROCESSES_KEPT = 1024
 
 
-def _new_processes(key: tuple[tuple[int, int | None], ...]) -> tuple[Process, ...]:
-    if len(_known_processes) >= _PROCESSES_KEPT:
-        _known_processes.clear()
-    processes = _known_processes[key] = tuple([_make_process(*item) for item in key])
-    return processes
-
-
-def _processes(listed: list[tuple[int, int | None]] | None) -> tuple[Process, ...] | None:
-    """A device's process records: the same tuple again for the same (pid, memory) list."""
+def process_records(listed: list[tuple[int, int | None]] | None) -> tuple[Process, ...] | None:
+    """The Process records of a device's (pid, used memory) list; None stays None."""
     if listed is None:
         return None
-    key = tuple(listed)
-    return _known_processes.get(key) or _new_processes(key)
+    make = _make_process
+    return tuple([make(pid, used) for pid, used in listed])
 
 
 def _mig(gpu: RawGpu) -> tuple[MigInstance, ...]:
@@ -55,7 +52,7 @@ def _mig(gpu: RawGpu) -> tuple[MigInstance, ...]:
             compute_instance_id=m.compute_instance_id,
             error=None if m.error is None else str(m.error),
             memory_used_bytes=m.memory_used,
-            processes=_processes(m.processes),
+            processes=process_records(m.processes),
         )
         for m in gpu.migs
     )
@@ -68,7 +65,10 @@ def _gpu_processes(gpu: RawGpu, migs: tuple[MigInstance, ...]) -> tuple[Process,
     return tuple(p for processes in listed for p in processes) if listed else None
 
 
-def _cpulist(mask: int) -> str | None:
+def cpulist_of(mask: int | None) -> str | None:
+    """NVML's CPU mask as a Linux cpulist (``0-55,112-167``); None for none."""
+    if mask is None:
+        return None
     cpus = _cpulists.get(mask, "")
     if cpus == "":
         if len(_cpulists) >= _CPULISTS_KEPT:
@@ -77,40 +77,78 @@ def _cpulist(mask: int) -> str | None:
     return cpus
 
 
-def _accelerator(gpu: RawGpu, sysfs: str | None) -> Accelerator:
-    numa, cpus = gpu.numa_node, None
-    mask = gpu.cpu_mask
-    if mask is not None:
-        cpus = _cpulists.get(mask) or _cpulist(mask)
-    if (numa is None or cpus is None) and gpu.pci_bus_id:
-        sys_numa, sys_cpus = _host.pci_sysfs_affinity(gpu.pci_bus_id, sysfs)
+def accelerator(
+    index: int,
+    error: str | None,
+    name: str | None,
+    uuid: str | None,
+    bus_id: str | None,
+    memory_total: int | None,
+    numa: int | None,
+    cpus: str | None,
+    compute_capability: tuple[int, int] | None,
+    mig_mode: bool,
+    migs: tuple[MigInstance, ...],
+    nvlink_peers: tuple[tuple[int, int], ...],
+    nvswitch_links: int,
+    memory_used: int | None,
+    processes: tuple[Process, ...] | None,
+    sysfs: str | None,
+) -> Accelerator:
+    """The public record of one GPU, from what NVML told (its CPUs as ``cpulist_of`` gives
+    them), its NUMA node and CPUs taken from sysfs where NVML could not tell them."""
+    if (numa is None or cpus is None) and bus_id:
+        sys_numa, sys_cpus = _host.pci_sysfs_affinity(bus_id, sysfs)
         numa = numa if numa is not None else sys_numa
         cpus = cpus if cpus is not None else sys_cpus
-    migs = _mig(gpu) if gpu.migs else ()
     return _make_accelerator(
-        gpu.index,
+        index,
         "nvidia",
+        name,
+        uuid,
+        bus_id,
+        memory_total,
+        numa,
+        cpus,
+        compute_capability,
+        mig_mode,
+        migs,
+        nvlink_peers,
+        nvswitch_links,
+        error,
+        memory_used,
+        processes,
+    )
+
+
+def _accelerator(gpu: RawGpu | Accelerator, sysfs: str | None) -> Accelerator:
+    if isinstance(gpu, Accelerator):  # made by the backend: nothing was left to check
+        return gpu
+    migs = _mig(gpu) if gpu.migs else ()
+    return accelerator(
+        gpu.index,
+        None if gpu.error is None else str(gpu.error),
         gpu.name,
         gpu.uuid,
         gpu.pci_bus_id,
         gpu.memory_total,
-        numa,
-        cpus,
+        gpu.numa_node,
+        cpulist_of(gpu.cpu_mask),
         gpu.compute_capability,
         gpu.mig_mode,
         migs,
         tuple(sorted(gpu.nvlink_peers.items())) if gpu.nvlink_peers else (),
         gpu.nvswitch_links,
-        None if gpu.error is None else str(gpu.error),
         gpu.memory_used,
-        _gpu_processes(gpu, migs) if migs else _processes(gpu.processes),
+        _gpu_processes(gpu, migs) if migs else process_records(gpu.processes),
+        sysfs,
     )
 
 
 def _links(raw: RawNode) -> tuple[Link, ...]:
     global _last_links
     pairs, (last_pairs, last_links) = raw.pairs, _last_links
-    if pairs == last_pairs:
+    if pairs is last_pairs or pairs == last_pairs:
         return last_links
     links = _build_links(pairs)
     _last_links = (pairs, links)

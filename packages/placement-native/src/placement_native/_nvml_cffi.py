@@ -3,17 +3,32 @@
 Reading a struct field by field through cffi costs more per GPU than the C call itself,
 so the snapshot's head and each GPU entry are decoded with one ``struct.unpack_from``
 each over the raw buffer, their layout (offsets, padding) taken from the compiled module
-at first use, and the process arrays with one ``ffi.unpack`` each.
+at first use.
+
+Turning the struct into Python records costs more than the C call, so this module does
+the least it can per GPU:
+
+- The C side writes every entry in full (zeroed first, padding included), so equal bytes
+  mean equal facts. A GPU entry, its identity (what it is, as opposed to what it is
+  doing), the process table and the pair table are kept as bytes with what they decoded
+  to; a read whose bytes compare equal (a memcmp) hands out the same records again.
+- A GPU with nothing for ``check_limits`` to look at (no error, no MIG device, every
+  process listed) is made into its public ``Accelerator`` here, by the function the
+  pure-Python backend's records go through (``_assemble.accelerator``), without a
+  ``RawGpu`` between; every other GPU is a ``RawGpu`` as the other backend has it.
 """
 
 from __future__ import annotations
 
 import struct
 import sys
-from typing import Any
+import threading
+from typing import Any, cast
 
+from ._assemble import accelerator, cpulist_of, process_records
 from ._backend import native_module
-from ._raw import NVML_VALUE_NOT_AVAILABLE, RawGpu, RawMig, RawNode
+from ._model import Accelerator
+from ._raw import MAX_MIG, NVML_VALUE_NOT_AVAILABLE, RawGpu, RawMig, RawNode
 from .errors import NVMLError, nvml_error
 
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
@@ -106,8 +121,17 @@ class _Layout:
         self.no_links = bytes(ffi.sizeof("unsigned int") * lib.PN_NVML_MAX_GPUS)
         self.links = [struct.Struct(f"={n}I") for n in range(lib.PN_NVML_MAX_GPUS + 1)]
         self.gpus_offset = ffi.offsetof("pn_nvml_snapshot", "gpus")
+        # One GPU entry but its MIG table (read apart, through cffi, for MIG GPUs only).
+        self.entry_end = ffi.offsetof("pn_nvml_gpu", "mig")
+        self.pids_offset = ffi.offsetof("pn_nvml_snapshot", "process_pid")
+        self.used_offset = ffi.offsetof("pn_nvml_snapshot", "process_used")
+        self.pairs_offset = ffi.offsetof("pn_nvml_snapshot", "pairs")
+        self.uint_size = ffi.sizeof("unsigned int")
+        self.ull_size = ffi.sizeof("unsigned long long")
+        self.int_size = ffi.sizeof("int")
         # The C side writes every field read here: no need to clear ~300 KB per call.
         self.new = ffi.new_allocator(should_clear_after_alloc=False)
+        self.ffi = ffi
 
 
 _layout: _Layout | None = None
@@ -121,12 +145,41 @@ def _error(code: int, function: bytes, detail: str) -> NVMLError | None:
     return None if code == 0 else nvml_error(code, _text(function) or "?", detail)
 
 
-def _process_pairs(ffi: Any, out: Any, count: int) -> list[tuple[int, int | None]]:
-    """(pid, used memory or None) of every process listed, all devices together."""
-    used: list[int | None] = ffi.unpack(out.process_used, count)
+# The process table last read, as (pid bytes, used-memory bytes), and what it decoded to.
+_last_processes: tuple[tuple[bytes, bytes], list[tuple[int, int | None]]] = ((b"", b""), [])
+
+
+def _process_pairs(buffer: Any, count: int, layout: _Layout) -> list[tuple[int, int | None]]:
+    """(pid, used memory or None) of every process listed, all devices together: the
+    same list as the last read's while the table's bytes are the same."""
+    global _last_processes
+    pids_at, used_at = layout.pids_offset, layout.used_offset
+    key = (
+        buffer[pids_at : pids_at + count * layout.uint_size],
+        buffer[used_at : used_at + count * layout.ull_size],
+    )
+    if key == _last_processes[0]:
+        return _last_processes[1]
+    used = cast("list[int | None]", memoryview(key[1]).cast("Q").tolist())
     if NVML_VALUE_NOT_AVAILABLE in used:
         used = [None if u == NVML_VALUE_NOT_AVAILABLE else u for u in used]
-    return list(zip(ffi.unpack(out.process_pid, count), used))  # noqa: B905 (count each)
+    pairs = list(zip(memoryview(key[0]).cast("I").tolist(), used))  # noqa: B905 (count each)
+    _last_processes = (key, pairs)
+    return pairs
+
+
+# The pair table last read, as bytes, and what it decoded to.
+_last_pairs: tuple[bytes, list[int]] = (b"", [])
+
+
+def _pairs(buffer: Any, count: int, layout: _Layout) -> list[int]:
+    """The pair table, flat (five ints a pair): the same list while its bytes are."""
+    global _last_pairs
+    at = layout.pairs_offset
+    raw = buffer[at : at + 5 * count * layout.int_size]
+    if raw != _last_pairs[0]:
+        _last_pairs = (raw, memoryview(raw).cast("i").tolist())
+    return _last_pairs[1]
 
 
 def _mig(ffi: Any, m: Any, gpu_index: int, processes: list[tuple[int, int | None]]) -> RawMig:
@@ -165,60 +218,25 @@ def _identity(index: int, raw: bytes, count: int, layout: _Layout) -> tuple[Any,
         layout.identity.unpack_from(raw)
     )
     mig_slots, links, nvswitch_links = rest
+    peers = _peers(links, count, layout)
+    mask = int.from_bytes(cpus, _BYTEORDER) if has_cpus else None
     # Driver strings that are not UTF-8 become U+FFFD, as the pure-Python backend has it.
     identity = (
         name.partition(b"\0")[0].decode("utf-8", "replace") or None,
         uuid.partition(b"\0")[0].decode("utf-8", "replace") or None,
         bus_id.partition(b"\0")[0].decode("utf-8", "replace") or None,
         numa if numa >= 0 else None,
-        int.from_bytes(cpus, _BYTEORDER) if has_cpus else None,
+        mask,
+        cpulist_of(mask),
         (cc_major, cc_minor) if cc_major >= 0 else None,
         bool(mig_mode),
         mig_slots,
-        _peers(links, count, layout),
+        peers,
+        tuple(peers.items()),  # ascending by index, as _peers builds it
         nvswitch_links,
     )
     _identities[index] = (raw, identity)
     return identity
-
-
-def _gpu(
-    values: tuple[Any, ...],
-    raw: bytes,
-    count: int,
-    processes: list[tuple[int, int | None]],
-    layout: _Layout,
-) -> RawGpu:
-    index, has_handle, code, function, has_memory, memory, memory_used, *procs = values
-    error = None if code == 0 else nvml_error(code, _text(function) or "?", f"GPU {index}")
-    if not has_handle:
-        return RawGpu(index, error)
-    procs_read, procs_first, procs_count, procs_total, _ = procs
-    known = _identities.get(index)
-    if known is not None and known[0] == raw:
-        identity = known[1]
-    else:
-        identity = _identity(index, raw, count, layout)
-    name, uuid, bus_id, numa, cpu_mask, cc, mig_mode, mig_slots, peers, links = identity
-    return RawGpu(
-        index,
-        error,
-        name,
-        uuid,
-        bus_id,
-        memory if has_memory else None,
-        numa,
-        cpu_mask,
-        cc,
-        mig_mode,
-        mig_slots,
-        [],
-        dict(peers) if peers else {},
-        links,
-        memory_used if has_memory else None,
-        processes[procs_first : procs_first + procs_count] if procs_read else None,
-        procs_total,
-    )
 
 
 def read(library: str, sysfs: str) -> RawNode:
@@ -236,7 +254,7 @@ def read(library: str, sysfs: str) -> RawNode:
     ffi, lib = native_module.ffi, native_module.lib
     layout = _layout or _Layout(ffi, lib)
     _layout = layout
-    out = layout.new("pn_nvml_snapshot *")
+    out = _output(layout)
     lib.pn_nvml_snapshot_read(library.encode(), sysfs.encode(), out)
     buffer = ffi.buffer(out)
     hostname, cpus, numa_nodes, route_ip, code, function, detail, *rest = layout.head.unpack_from(
@@ -255,18 +273,129 @@ def read(library: str, sysfs: str) -> RawNode:
     node.driver = _text(driver)
     node.shutdown_error = _error(shutdown_code, shutdown_function, "")
     pair_count, process_count = layout.counts.unpack_from(buffer, layout.counts_offset)
-    unpack_gpu, size, start = layout.gpu.unpack_from, layout.gpu_size, layout.gpus_offset
-    processes = _process_pairs(ffi, out, process_count)
-    first, last = layout.identity_start, layout.identity_end
+    processes = _process_pairs(buffer, process_count, layout)
+    size, start, end = layout.gpu_size, layout.gpus_offset, layout.entry_end
+    made, gpus = _made, node.gpus
     for i in range(n):
         at = start + i * size
-        values = unpack_gpu(buffer, at)
-        gpu = _gpu(values, buffer[at + first : at + last], n, processes, layout)
-        if values[-1]:  # mig_count
-            entry = out.gpus[i]
-            gpu.migs = [
-                _mig(ffi, entry.mig[k], gpu.index, processes) for k in range(entry.mig_count)
-            ]
-        node.gpus.append(gpu)
-    node.pairs = ffi.unpack(out.pairs, 5 * pair_count)
+        entry = buffer[at : at + end]
+        last = made.get(i)
+        if last is not None and last[0] == entry and last[1] == sysfs:
+            own = last[2]
+            if own is None or processes[own] == last[3]:
+                gpus.append(last[4])
+                continue
+        gpus.append(_gpu(i, entry, n, processes, out, sysfs, last, layout))
+    node.pairs = _pairs(buffer, pair_count, layout)
     return node
+
+
+# The struct each thread reads into, kept: a fresh 300 KB costs the C call its page faults.
+_outputs = threading.local()
+
+
+def _output(layout: _Layout) -> Any:
+    out = getattr(_outputs, "out", None)
+    if out is None:
+        out = _outputs.out = layout.new("pn_nvml_snapshot *")
+    return out
+
+
+# Per GPU position, the last Accelerator made here: from which entry bytes and sysfs, the
+# stretch of the process table that was its own, and the (pid, memory) list found there.
+_made: dict[int, tuple[bytes, str, slice | None, list[Any] | None, Accelerator]] = {}
+
+
+def _gpu(
+    i: int,
+    entry: bytes,
+    count: int,
+    processes: list[tuple[int, int | None]],
+    out: Any,
+    sysfs: str,
+    last: tuple[bytes, str, slice | None, list[Any] | None, Accelerator] | None,
+    layout: _Layout,
+) -> RawGpu | Accelerator:
+    """GPU ``i`` decoded from its entry's bytes (``last``: what this position made last):
+    its Accelerator when nothing about it is left to check, else its RawGpu."""
+    (
+        index,
+        has_handle,
+        code,
+        function,
+        has_memory,
+        memory,
+        used,
+        procs_read,
+        procs_first,
+        procs_count,
+        procs_total,
+        mig_count,
+    ) = layout.gpu.unpack_from(entry)
+    error = None if code == 0 else nvml_error(code, _text(function) or "?", f"GPU {index}")
+    if not has_handle:
+        return RawGpu(index, error)
+    raw_identity = entry[layout.identity_start : layout.identity_end]
+    known = _identities.get(index)
+    if known is not None and known[0] == raw_identity:
+        identity = known[1]
+    else:
+        identity = _identity(index, raw_identity, count, layout)
+    name, uuid, bus_id, numa, cpu_mask, cpus, cc, mig_mode, mig_slots, *rest = identity
+    peers, peer_links, links = rest
+    own = slice(procs_first, procs_first + procs_count) if procs_read else None
+    listed = None if own is None else processes[own]
+    if (
+        error is None
+        and not mig_count
+        and mig_slots <= MAX_MIG
+        and (listed is None or procs_total <= procs_count)
+    ):
+        if last is not None and listed is not None and listed == last[3]:
+            records = last[4].processes
+        else:
+            records = process_records(listed)
+        made = accelerator(
+            index,
+            None,
+            name,
+            uuid,
+            bus_id,
+            memory if has_memory else None,
+            numa,
+            cpus,
+            cc,
+            mig_mode,
+            (),
+            peer_links,
+            links,
+            used if has_memory else None,
+            records,
+            sysfs,
+        )
+        _made[i] = (entry, sysfs, own, listed, made)
+        return made
+    _made.pop(i, None)
+    gpu = RawGpu(
+        index,
+        error,
+        name,
+        uuid,
+        bus_id,
+        memory if has_memory else None,
+        numa,
+        cpu_mask,
+        cc,
+        mig_mode,
+        mig_slots,
+        [],
+        dict(peers) if peers else {},
+        links,
+        used if has_memory else None,
+        listed,
+        procs_total,
+    )
+    if mig_count:
+        mig = out.gpus[i].mig
+        gpu.migs = [_mig(layout.ffi, mig[k], index, processes) for k in range(mig_count)]
+    return gpu

@@ -470,10 +470,10 @@ class _Reader:
         links = self.nvlinks(dev, t)
         return gpu, (None if t.lost else dev), links
 
-    def pairs(self, node: RawNode, handles: list[Any]) -> None:
+    def pairs(self, node: RawNode, handles: list[Any], gpus: list[RawGpu]) -> None:
         """Topology level, P2P status and NVLink count of every pair (as ``read_pairs``
         and ``match_nvlinks`` in C)."""
-        nv, gpus = self.nv, node.gpus
+        nv = self.nv
         for i, a in enumerate(handles):
             for j in range(i + 1, len(handles)):
                 b = handles[j]
@@ -544,11 +544,13 @@ def _read_devices(pynvml: Any, node: RawNode) -> None:
         node.error = nvml_error(exc.value, "nvmlDeviceGetCount_v2")
         return
     reader = _Reader(pynvml)
+    gpus: list[RawGpu] = []
     handles, links = [], []
     for index in range(min(node.device_count, MAX_GPUS)):
         gpu, handle, gpu_links = reader.gpu(index)
-        node.gpus.append(gpu)
+        gpus.append(gpu)
         handles.append(handle)
         links.append(gpu_links)
-    _match_nvlinks(node.gpus, links)
-    reader.pairs(node, handles)
+    _match_nvlinks(gpus, links)
+    reader.pairs(node, handles, gpus)
+    node.gpus.extend(gpus)

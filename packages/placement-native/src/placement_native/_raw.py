@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ._model import Accelerator
 from .errors import NVMLAnswerError, NVMLError
 
 __all__ = [
@@ -113,7 +114,9 @@ class RawNode:
     shutdown_error: NVMLError | None = None  # nvmlShutdown failed after the read
     driver: str | None = None
     device_count: int = 0
-    gpus: list[RawGpu] = field(default_factory=list)
+    # A GPU with nothing left to check (no error, no MIG device, every process listed) may
+    # come as its Accelerator already (the compiled backend makes those itself).
+    gpus: list[RawGpu | Accelerator] = field(default_factory=list)
     # every GPU pair i < j, flat, five ints each (as the C struct has them): i, j,
     # nvmlGpuTopologyLevel_t (-1 unknown), NVLinks (direct, else the narrower side's into
     # a shared NVSwitch fabric, else 0), nvmlGpuP2PStatus_t (-1 unknown)
@@ -144,6 +147,8 @@ def check_limits(raw: RawNode) -> None:
             f"GPUs 0-{MAX_GPUS - 1} were read",
         )
     for gpu in raw.gpus:
+        if not isinstance(gpu, RawGpu):
+            continue
         if gpu.error is None and gpu.mig_slots > MAX_MIG:
             gpu.error = NVMLAnswerError(
                 "nvmlDeviceGetMaxMigDeviceCount",

@@ -10,7 +10,7 @@ from ._assemble import assemble
 from ._env import env_int, env_path
 from ._log import get_logger
 from ._model import NodeSnapshot
-from ._raw import DEFAULT_LIBRARY, LIBRARY_ENV, RawNode, check_limits
+from ._raw import DEFAULT_LIBRARY, LIBRARY_ENV, RawGpu, RawNode, check_limits
 
 __all__ = ["library_path", "snapshot", "take"]
 
@@ -51,6 +51,8 @@ def _raise_first(raw: RawNode) -> None:
     if raw.error is not None:
         raise raw.error
     for gpu in raw.gpus:
+        if not isinstance(gpu, RawGpu):
+            continue  # an Accelerator: made only of a GPU without an error
         if gpu.error is not None:
             raise gpu.error
         for mig in gpu.migs:

@@ -88,6 +88,10 @@ class FakeGpu:
         memory_reserved: Memory the driver reserves for itself.
         processes: The compute processes on the GPU and on its MIG instances, in the order
             NVML lists them; a MIG instance's memory in use is its processes' sum.
+        memory_churn: Bytes by which every ``nvmlInit`` moves the memory in use, the
+            GPU's and that of each process on the GPU itself (not on a MIG instance),
+            starting over from the declared values before the GPU's would pass
+            ``memory``: a busy GPU whose use differs from one snapshot to the next.
         process_races: How many process-list queries after each ``nvmlInit`` find one
             process more than they offer room for (``NVML_ERROR_INSUFFICIENT_SIZE``), as
             when processes start between two calls.
@@ -109,6 +113,7 @@ class FakeGpu:
     memory_used: int = 0
     memory_reserved: int = 0
     processes: list[FakeProcess] = field(default_factory=list)
+    memory_churn: int = 0
     process_races: int = 0
 
 
@@ -216,6 +221,8 @@ class Topology:
                 used = "na" if p.used_memory is None else p.used_memory
                 slot = "" if p.mig_slot is None else f" {p.mig_slot}"
                 lines.append(f"gpu {i} proc {p.pid} {used}{slot}")
+            if g.memory_churn:
+                lines.append(f"gpu {i} churn {g.memory_churn}")
             if g.process_races:
                 lines.append(f"gpu {i} procrace {g.process_races}")
         for (a, b), level in sorted(self.levels.items()):
@@ -377,6 +384,17 @@ def _memory_checks(gpu: FakeGpu, where: str) -> None:
             process.mig_slot,
             f"a slot of mig_devices ({sorted(slots)})" if slots else "null (no mig_devices)",
         )
+    churn = gpu.memory_churn
+    _check(0 <= churn <= gpu.memory, f"{where}.memory_churn", churn, "bytes from 0 to memory")
+    for k, process in enumerate(gpu.processes):
+        # A process's memory moves with the GPU's; it must not reach "not available".
+        used = process.used_memory
+        _check(
+            not churn or used is None or used < U64_MAX - gpu.memory,
+            f"{where}.processes[{k}].used_memory",
+            used,
+            f"bytes below {U64_MAX - gpu.memory} (2**64 - 1 - memory) with memory_churn",
+        )
     _check(
         0 <= gpu.process_races <= 2**31 - 1,
         f"{where}.process_races",
@@ -485,6 +503,7 @@ def _gpu_from(item: Any, index: int) -> FakeGpu:
             "memory_used",
             "memory_reserved",
             "processes",
+            "memory_churn",
             "process_races",
         },
     )
@@ -555,5 +574,6 @@ def _gpu_from(item: Any, index: int) -> FakeGpu:
         memory_used=gpu.get("memory_used", int, 0),
         memory_reserved=gpu.get("memory_reserved", int, 0),
         processes=processes,
+        memory_churn=gpu.get("memory_churn", int, 0),
         process_races=gpu.get("process_races", int, 0),
     )

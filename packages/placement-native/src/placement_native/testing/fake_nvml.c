@@ -23,6 +23,10 @@
  *                                  not-available value) on the GPU, or on its MIG device
  *                                  in SLOT (whose used memory is its processes' sum);
  *                                  listed in the order written
+ *   gpu I churn BYTES              every nvmlInit moves the memory in use by BYTES, that of
+ *                                  the GPU and of each process on the GPU itself, starting
+ *                                  over from the declared values before the GPU's would pass
+ *                                  its total memory: a GPU busy with work that grows
  *   gpu I procrace N               the first N process queries after each nvmlInit find one
  *                                  more process than the room offered: they answer
  *                                  INSUFFICIENT_SIZE with that count
@@ -118,6 +122,7 @@ typedef struct {
     int declared;
     char name[96], uuid[96], bus[32];
     unsigned long long mem, used, reserved;
+    unsigned long long churn, churned;
     int procrace, races_left;
     int has_numa, numa;
     nvmlPciInfo_t pci;
@@ -204,7 +209,9 @@ static void parse_gpu(int i, char *key, char *value)
             p->used = strcmp(used, "na") ? strtoull(used, NULL, 10) : NOT_AVAILABLE;
             proc_count++;
         }
-    } else if (!strcmp(key, "procrace"))
+    } else if (!strcmp(key, "churn"))
+        g->churn = strtoull(value, NULL, 10);
+    else if (!strcmp(key, "procrace"))
         g->procrace = atoi(value);
     else if (!strcmp(key, "numa"))
         g->has_numa = 1, g->numa = atoi(value);
@@ -338,13 +345,28 @@ static nvmlReturn_t copy_cpus(const fake_gpu *g, unsigned long *set, unsigned si
     return OK;
 }
 
+static void churn(fake_gpu *g)
+{
+    int restart = g->used + g->reserved + g->churn > g->mem;
+    for (int k = 0; k < proc_count; k++) {
+        fake_proc *p = &procs[k];
+        if (p->gpu == g->index && p->slot < 0 && p->used != NOT_AVAILABLE)
+            p->used = restart ? p->used - g->churned : p->used + g->churn;
+    }
+    g->used = restart ? g->used - g->churned : g->used + g->churn;
+    g->churned = restart ? 0 : g->churned + g->churn;
+}
+
 EXPORT nvmlReturn_t nvmlInit_v2(void)
 {
     load();
     if (init_code)
         return init_code;
-    for (int i = 0; i < gpu_count; i++)
+    for (int i = 0; i < gpu_count; i++) {
         gpus[i].races_left = gpus[i].procrace;
+        if (gpus[i].churn)
+            churn(&gpus[i]);
+    }
     initialized++;
     return OK;
 }
