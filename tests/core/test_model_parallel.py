@@ -109,6 +109,46 @@ def test_other_components_keep_their_written_rules() -> None:
     assert list(derived.config.components()) == ["actor", "rollout", "reward", "agent"]
 
 
+def test_derived_rules_keep_the_written_topology() -> None:
+    written = {"node_group": "cluster", "placement": "all", "topology": "nvlink"}
+    document = job({"actor,rollout,reward": written}, **sizes(4, 2))
+    components = derive_model_parallel(document, Inventory.uniform(1, 8)).config.components()
+    assert {name: rule.topology for name, rule in components.items()} == {
+        "actor": "nvlink",
+        "rollout": "nvlink",
+        "reward": "nvlink",
+    }
+    assert components["rollout"].stride == 2
+
+
+def test_topology_best_is_kept_where_rlinf_packs_without_stride() -> None:
+    written = {"node_group": "cluster", "placement": "all", "topology": "best"}
+    document = job({"actor,rollout,reward": written}, **sizes(2, 4))
+    components = derive_model_parallel(document, Inventory.uniform(1, 8)).config.components()
+    assert components["rollout"].topology == "best"
+    assert components["rollout"].stride == 1
+
+
+def test_topology_best_on_a_rollout_rlinf_strides_is_an_error() -> None:
+    written = {"node_group": "cluster", "placement": "all", "topology": "best"}
+    document = job({"actor,rollout,reward": written}, **sizes(4, 2))
+    with pytest.raises(ConfigError) as caught:
+        derive_model_parallel(document, Inventory.uniform(1, 8))
+    problem = caught.value.problems[0]
+    assert problem.path == "cluster.component_placement.actor,rollout,reward.topology"
+    assert "cannot apply to rollout" in problem.message
+    assert "stride 2" in problem.message
+
+
+def test_derived_rules_keep_a_written_numa_node_and_its_error() -> None:
+    written = {"node_group": "cluster", "placement": "all", "numa_node": 1}
+    document = job({"actor,rollout,reward": written}, **sizes(2, 2))
+    components = derive_model_parallel(document, Inventory.uniform(1, 8)).config.components()
+    assert components["actor"].numa_node == 1
+    with pytest.raises(PlacementRuleError, match="numa_node is for node and hardware"):
+        plan_model_parallel(document, Inventory.uniform(1, 8))
+
+
 # --- disaggregated ----------------------------------------------------------------------------
 
 

@@ -584,16 +584,18 @@ class _Deriver:
             for name in names:
                 target = next((t for t, s in sources.items() if s == name), None)
                 if target is not None:
-                    placement[target] = _rule(self.rules[name], derived[target])
+                    placement[target] = _rule(self.rules[name], derived[target], target)
             if kept:
                 placement[",".join(kept)] = value
         for target in derived:
-            placement.setdefault(target, _rule(self.rules[sources[target]], derived[target]))
+            placement.setdefault(
+                target, _rule(self.rules[sources[target]], derived[target], target)
+            )
         cluster = {**self.doc.raw("cluster"), "component_placement": placement}
         return load_config({**self.doc.document, "cluster": cluster})
 
 
-def _rule(written: ComponentRule, derived: _Derived) -> dict[str, Any]:
+def _rule(written: ComponentRule, derived: _Derived, target: str) -> dict[str, Any]:
     count = derived.last - derived.first + 1
     processes = count // derived.per_process
     text = f"{derived.first}-{derived.last}" if count > 1 else str(derived.first)
@@ -602,6 +604,20 @@ def _rule(written: ComponentRule, derived: _Derived) -> dict[str, Any]:
     rule: dict[str, Any] = {"node_group": list(written.node_groups), "placement": text}
     if derived.stride > 1:
         rule["stride"] = derived.stride
+    # What RLinf has no word for is the written rule's, and stays.
+    if written.topology == "best" and derived.stride > 1:
+        raise _error(
+            f"{_PLACEMENT}.{written.key}.topology",
+            f"topology: best cannot apply to {target}: RLinf strides its processes across "
+            f"the actor's shards (stride {derived.stride}, for weight sync on the same "
+            "devices), and best would regroup them; use topology: any (each process's "
+            "link is still reported) or nvlink (checks the strided groups as they are)",
+            written.topology,
+        )
+    if written.topology != "any":
+        rule["topology"] = written.topology
+    if written.numa_node is not None:
+        rule["numa_node"] = written.numa_node
     return rule
 
 
