@@ -1,13 +1,11 @@
 """The compiled backend: one call into C fills one struct; this module only unpacks it.
 
-Reading a struct field by field through cffi costs more per GPU than the C call itself,
-so the snapshot's head and each GPU entry are decoded with one ``struct.unpack_from``
-each over the raw buffer, their layout (offsets, padding) taken from the compiled module
-at first use.
-
 Turning the struct into Python records costs more than the C call, so this module does
-the least it can per GPU:
+the least it can:
 
+- Nothing is read field by field through cffi: the snapshot's head and each GPU entry
+  are decoded with one ``struct.unpack_from`` each over the raw buffer, their layout
+  (offsets, padding) taken from the compiled module at first use.
 - The C side writes every entry in full (zeroed first, padding included), so equal bytes
   mean equal facts. A GPU entry, its identity (what it is, as opposed to what it is
   doing), the process table and the pair table are kept as bytes with what they decoded
