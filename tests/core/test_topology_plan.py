@@ -307,6 +307,17 @@ def test_table_shows_link_numa_and_cpus_columns() -> None:
     assert "SYS   -     0-127" in table
 
 
+def test_a_folded_row_says_how_many_cpus_each_process_holds() -> None:
+    table = render_table(planned("0-7:0-1", inventory(SWITCHES)))
+    assert "SYS   -     0-127 (64 each)" in table
+
+
+def test_an_unfolded_row_shows_its_own_cpus() -> None:
+    table = render_table(planned("0-7:0-1", inventory(SWITCHES)), fold=False)
+    assert "SYS   -     0-63\n" in table
+    assert "each)" not in table
+
+
 def test_map_marks_processes_across_sockets() -> None:
     text = render_map(planned("0-7:0-1", inventory(SWITCHES)))
     assert "r0!" in text

@@ -39,8 +39,8 @@ def render_table(plan: Plan, *, fold: bool = True) -> str:
 
     When the inventory carries topology (node snapshots), three more columns give each
     process's worst accelerator link, its NUMA node and its CPUs (for a folded row, the
-    CPUs its processes split between them); rows fold only over equal links and NUMA
-    nodes.
+    CPUs its processes split between them, ``0-31 (16 each)`` where the shares are
+    disjoint and equal); rows fold only over equal links and NUMA nodes.
     """
     topology = inventory_has_topology(plan.inventory)
     lines = [f"plan: {summary(plan)}"]
@@ -182,13 +182,25 @@ def _row(run: list[Placement], numbers: HardwareNumbers, topology: bool) -> tupl
     )
     if not topology:
         return row
-    cpus = sorted({c for p in run if p.cpus for c in parse_rank_list(p.cpus)})
     return (
         *row,
         first.link or "-",
         "-" if first.numa_node is None else str(first.numa_node),
-        format_rank_list(cpus) or "-",
+        _cpus(run),
     )
+
+
+def _cpus(run: list[Placement]) -> str:
+    """The CPUs of a row: for a folded row, those its processes split, with ``(n each)``
+    where each holds a disjoint share of the same size."""
+    shares = [parse_rank_list(p.cpus) for p in run if p.cpus]
+    union = sorted({c for share in shares for c in share})
+    if not union:
+        return "-"
+    sizes = {len(share) for share in shares}
+    if len(shares) > 1 and len(sizes) == 1 and len(union) == sum(map(len, shares)):
+        return f"{format_rank_list(union)} ({sizes.pop()} each)"
+    return format_rank_list(union)
 
 
 def _resources_span(first: Placement, last: Placement, numbers: HardwareNumbers) -> str:
