@@ -417,9 +417,9 @@ def test_yes_no_on_off_are_not_integers(word: str) -> None:
     ]
 
 
-@pytest.mark.parametrize("word", ["yes", "no", "on", "off"])
-def test_yes_no_on_off_are_not_booleans(word: str) -> None:
-    text = cluster(f"""
+def _franka(word: str) -> str:
+    """A one-Franka cluster whose ``disable_validate`` is written as ``word``."""
+    return cluster(f"""
         num_nodes: 1
         component_placement: {{a: 0}}
         node_groups:
@@ -429,7 +429,11 @@ def test_yes_no_on_off_are_not_booleans(word: str) -> None:
               type: Franka
               configs: [{{node_rank: 0, robot_ip: 10.0.0.2, disable_validate: {word}}}]
     """)
-    assert problems(text) == [
+
+
+@pytest.mark.parametrize("word", ["yes", "no", "on", "off"])
+def test_yes_no_on_off_are_not_booleans(word: str) -> None:
+    assert problems(_franka(word)) == [
         "cluster.node_groups[0].hardware.configs[0].disable_validate: expected true or "
         f"false (yes/no/on/off are text in YAML 1.2) (got {word!r})"
     ]
@@ -437,17 +441,7 @@ def test_yes_no_on_off_are_not_booleans(word: str) -> None:
 
 @pytest.mark.parametrize("word", ["true", "True", "TRUE", "false", "False", "FALSE"])
 def test_yaml_1_2_booleans_are_booleans(word: str) -> None:
-    text = cluster(f"""
-        num_nodes: 1
-        component_placement: {{a: 0}}
-        node_groups:
-          - label: arm
-            node_ranks: 0
-            hardware:
-              type: Franka
-              configs: [{{node_rank: 0, robot_ip: 10.0.0.2, disable_validate: {word}}}]
-    """)
-    configs = load_config(text).group("arm").hardware.configs  # type: ignore[union-attr]
+    configs = load_config(_franka(word)).group("arm").hardware.configs  # type: ignore[union-attr]
     assert configs[0].model_dump()["disable_validate"] is (word.lower() == "true")
 
 

@@ -335,6 +335,15 @@ def test_an_unused_unresolvable_reference_is_ignored() -> None:
     assert derive_model_parallel(document, Inventory.uniform(1, 8)).mode == "collocated"
 
 
+@pytest.mark.parametrize("source", [42, None, b"cluster: {}", ["cluster"]])
+def test_a_job_of_another_type_is_an_error_naming_it(source: object) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_job(source)  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert "expected a path, YAML text, a mapping or a JobDocument" in message
+    assert type(source).__name__ in message
+
+
 def test_a_document_without_cluster_is_an_error() -> None:
     with pytest.raises(ConfigError, match="whole job document with a top-level cluster"):
         load_job({"actor": {}})

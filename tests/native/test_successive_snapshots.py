@@ -185,6 +185,26 @@ def test_memory_churn_below_zero_is_refused() -> None:
         machine.validate()
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("memory_churn", "1 MiB"), ("memory_churn", True), ("memory_used", "20GB"), ("name", 5)],
+)
+def test_a_field_of_the_wrong_type_is_named_before_anything_reads_it(
+    field: str, value: object
+) -> None:
+    machine = topology("dgx-h100")
+    setattr(machine.gpus[2], field, value)
+    with pytest.raises(FakeTopologyError, match=rf"gpus\[2\]\.{field}: expected"):
+        machine.validate()
+
+
+def test_a_process_of_the_wrong_type_is_named() -> None:
+    machine = topology("dgx-h100")
+    machine.gpus[1].processes = [FakeProcess("4242")]  # type: ignore[arg-type]
+    with pytest.raises(FakeTopologyError, match=r"gpus\[1\]\.processes\[0\]\.pid"):
+        machine.validate()
+
+
 def test_memory_churn_is_read_from_the_json_form() -> None:
     machine = Topology.from_dict({"gpus": [{"memory_churn": 4096}]})
     assert machine.gpus[0].memory_churn == 4096

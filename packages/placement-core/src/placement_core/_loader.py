@@ -29,7 +29,7 @@ from ._vocab import ROOT_KEY as ROOT
 from ._yamlio import plain, read_document
 from .errors import ConfigError, Problem
 
-__all__ = ["load_config"]
+__all__ = ["check_source", "load_config"]
 
 
 def _cluster_section(document: Any, name: str) -> Mapping[str, Any]:
@@ -73,15 +73,21 @@ def _keys(document: Mapping[Any, Any]) -> str:
     return (", ".join(keys) or "none") + more
 
 
-def _check_source(source: object) -> None:
-    if isinstance(source, str | os.PathLike | Mapping | ClusterConfig):
+def check_source(source: object, loaded: type = ClusterConfig) -> None:
+    """Refuse a source that is not a path, YAML text, a mapping or an already ``loaded``
+    object, before anything tries to read it.
+
+    Raises:
+        ConfigError: ``source`` is of another type (bytes get a hint to decode them).
+    """
+    if isinstance(source, str | os.PathLike | Mapping | loaded):
         return
     hint = " (decode it first: data.decode())" if isinstance(source, bytes | bytearray) else ""
     raise ConfigError(
         [
             Problem(
                 "<config>",
-                "expected a path, YAML text, a mapping or a ClusterConfig, got "
+                f"expected a path, YAML text, a mapping or a {loaded.__name__}, got "
                 f"{type(source).__name__} {shown(source)}{hint}",
             )
         ]
@@ -122,7 +128,7 @@ def load_config(
             rule (docs/concepts/cluster-config.md); ``problems`` lists every problem found, each
             with its YAML path, the offending value and the rule.
     """
-    _check_source(source)
+    check_source(source)
     if isinstance(source, ClusterConfig):
         return source
     if isinstance(source, Mapping):

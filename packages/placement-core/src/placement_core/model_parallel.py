@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._interpolate import MISSING, JobDocument
+from ._loader import check_source
 from ._plan import Plan, plan
 from ._yamlio import plain, read_document
 from .config import ClusterConfig, ComponentRule, load_config
@@ -112,8 +113,9 @@ def load_job(source: str | os.PathLike[str] | Mapping[str, Any] | JobDocument) -
 
     Raises:
         ConfigError: The file cannot be read, the YAML does not parse, or the document
-            is not a mapping with a ``cluster:`` section.
+            is not a mapping with a ``cluster:`` section, or ``source`` is of another type.
     """
+    check_source(source, JobDocument)
     if isinstance(source, JobDocument):
         return source
     if isinstance(source, Mapping):

@@ -163,6 +163,7 @@ class Topology:
         Raises:
             FakeTopologyError: naming the field, its value and what was expected.
         """
+        _typed(self, "")
         _check(len(self.gpus) <= MAX_GPUS, "gpus", len(self.gpus), f"at most {MAX_GPUS} GPUs")
         processes = sum(len(g.processes) for g in self.gpus)
         _check(processes <= MAX_PROCS, "gpus", processes, f"at most {MAX_PROCS} processes in all")
@@ -313,6 +314,56 @@ def _check(ok: bool, where: str, value: object, expected: str) -> None:
         raise FakeTopologyError(f"{where}: expected {expected}, got {value!r}", field=where)
 
 
+# The fields of each record by type: a Topology built in Python is checked for them before
+# anything compares or writes its values (the JSON reader checks them as it reads).
+_NONE, _TEXT, _INT = type(None), (str,), (int,)
+_FIELD_TYPES: dict[type, tuple[tuple[str, tuple[type, ...], str], ...]] = {
+    Topology: (
+        ("driver", _TEXT, "text"),
+        ("init_error", _INT, "an int"),
+        ("shutdown_error", _INT, "an int"),
+        ("count", (int, _NONE), "an int or None"),
+        ("numa_nodes", (int, _NONE), "an int or None"),
+    ),
+    FakeGpu: (
+        ("name", _TEXT, "text"),
+        ("uuid", _TEXT, "text"),
+        ("bus", _TEXT, "text"),
+        ("memory", _INT, "an int"),
+        ("numa", (int, _NONE), "an int or None"),
+        ("cpus", (str, _NONE), "text or None"),
+        ("mig_slots", _INT, "an int"),
+        ("nvlink_slots", _INT, "an int"),
+        ("memory_used", _INT, "an int"),
+        ("memory_reserved", _INT, "an int"),
+        ("memory_churn", _INT, "an int"),
+        ("process_races", _INT, "an int"),
+    ),
+    FakeMig: (
+        ("slot", _INT, "an int"),
+        ("gpu_instance", _INT, "an int"),
+        ("compute_instance", _INT, "an int"),
+        ("memory", _INT, "an int"),
+        ("uuid", _TEXT, "text"),
+        ("name", _TEXT, "text"),
+    ),
+    FakeLink: (("link", _INT, "an int"), ("remote_bus", _TEXT, "text")),
+    FakeProcess: (
+        ("pid", _INT, "an int"),
+        ("used_memory", (int, _NONE), "an int or None"),
+        ("mig_slot", (int, _NONE), "an int or None"),
+    ),
+}
+
+
+def _typed(record: object, where: str) -> None:
+    """Each field of ``record`` is of its type (a bool is no int here)."""
+    for name, kinds, expected in _FIELD_TYPES[type(record)]:
+        value = getattr(record, name)
+        ok = isinstance(value, kinds) and not isinstance(value, bool)
+        _check(ok, f"{where}.{name}" if where else name, value, expected)
+
+
 def _text(value: str, where: str, *, spaces: bool = True) -> None:
     bad = "\n\r" if spaces else "\n\r \t"
     _check(
@@ -324,6 +375,10 @@ def _text(value: str, where: str, *, spaces: bool = True) -> None:
 
 
 def _gpu_checks(gpu: FakeGpu, where: str) -> None:
+    _typed(gpu, where)
+    for name in ("mig_devices", "nvlinks", "processes"):
+        for k, record in enumerate(getattr(gpu, name)):
+            _typed(record, f"{where}.{name}[{k}]")
     _text(gpu.name, f"{where}.name")
     _text(gpu.uuid, f"{where}.uuid", spaces=False)
     _text(gpu.bus, f"{where}.bus", spaces=False)
