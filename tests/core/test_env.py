@@ -142,3 +142,27 @@ def test_check_user_env_names_every_clash() -> None:
     with pytest.raises(PlacementRuleError, match="may not set RANK, WORLD_SIZE"):
         check_user_env({"WORLD_SIZE": "1", "RANK": "0", "OK": "1"})
     check_user_env({"OK": "1"})
+
+
+@pytest.mark.parametrize(
+    ("vendor", "variable", "hidden"),
+    [
+        ("nvidia", "CUDA_VISIBLE_DEVICES", ""),
+        ("amd", "HIP_VISIBLE_DEVICES", ""),
+        ("ascend", "ASCEND_RT_VISIBLE_DEVICES", ""),
+        ("intel", "ONEAPI_DEVICE_SELECTOR", "!level_zero:*"),
+    ],
+)
+def test_an_empty_visibility_list_hides_every_device(
+    vendor: str, variable: str, hidden: str
+) -> None:
+    # Unset, the variable would show every device: a real CUDA process saw the GPU.
+    nothing = dataclasses.replace(ISOLATED, accelerator_type=vendor, visible_accelerators=())
+    env = worker_env(nothing, world_size=8, master_addr="10.0.0.1")
+    assert env[variable] == hidden
+
+
+def test_a_placement_without_accelerator_type_sets_no_visibility_variable() -> None:
+    cpu_only = dataclasses.replace(ISOLATED, accelerator_type=None, visible_accelerators=())
+    env = worker_env(cpu_only, world_size=8, master_addr="10.0.0.1")
+    assert not {v.env_var for v in VISIBILITY_ENV_VARS.values()} & set(env)

@@ -57,15 +57,18 @@ class Visibility:
         env_var: The variable listing the visible devices.
         noset_env_vars: Variables that stop Ray from overwriting it.
         prefix: Text before the comma-separated ids (``level_zero:`` for Intel).
+        hide_all: The value that shows no device at all (an empty list).
     """
 
     env_var: str
     noset_env_vars: tuple[str, ...]
     prefix: str = ""
+    hide_all: str = ""
 
     def value(self, ids: Iterable[int]) -> str:
         """The variable's value for the given node-local device ids."""
-        return self.prefix + ",".join(str(i) for i in ids)
+        listed = ",".join(str(i) for i in ids)
+        return self.prefix + listed if listed else self.hide_all
 
 
 _CUDA = Visibility("CUDA_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES",))
@@ -86,6 +89,7 @@ VISIBILITY_ENV_VARS: Mapping[str, Visibility] = MappingProxyType(
                 "RAY_EXPERIMENTAL_NOSET_ZE_AFFINITY_MASK",
             ),
             prefix="level_zero:",
+            hide_all="!level_zero:*",  # oneAPI's discard filter: no Level Zero device
         ),
         "musa": Visibility(
             "MUSA_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_MUSA_VISIBLE_DEVICES",)

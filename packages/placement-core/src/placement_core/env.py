@@ -140,8 +140,8 @@ def worker_env(
     env["MASTER_ADDR"] = master_addr
     if master_port is not None:
         env["MASTER_PORT"] = str(master_port)
-    if placement.visible_accelerators:
-        env.update(visibility_env(placement.accelerator_type, placement.visible_accelerators))
+    # An empty list still sets the variable: unset, CUDA and its peers show every device.
+    env.update(visibility_env(placement.accelerator_type, placement.visible_accelerators))
     if placement.hardware_type is not None:
         env.update(hardware_env(placement.hardware_type, hardware_configs))
     if placement.cpus is not None:
