@@ -104,9 +104,11 @@ def machine_facts(ctx: Context) -> None:
     smi = sh("nvidia-smi")
     cuda = re.search(r"CUDA Version:\s*([\d.]+)", smi)
     query = "name,driver_version,memory.total"
-    name, driver, memory = sh(
-        "nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"
-    ).splitlines()[0].split(", ")
+    name, driver, memory = (
+        sh("nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader")
+        .splitlines()[0]
+        .split(", ")
+    )
     ctx.machine.update(
         gpu=name,
         gpus=str(len(sh("nvidia-smi", "-L").splitlines())),
@@ -160,11 +162,12 @@ def check_backends(ctx: Context, check: Check) -> bool:
 
 def smi_rows() -> list[dict[str, str]]:
     keys = ["index", "uuid", "pci.bus_id", "name", "memory.total", "memory.used"]
-    text = sh(
-        "nvidia-smi", f"--query-gpu={','.join(keys)}", "--format=csv,noheader,nounits"
-    )
-    return [dict(zip(keys, (c.strip() for c in line.split(",")), strict=True)) for line in
-            text.splitlines() if line.strip()]
+    text = sh("nvidia-smi", f"--query-gpu={','.join(keys)}", "--format=csv,noheader,nounits")
+    return [
+        dict(zip(keys, (c.strip() for c in line.split(",")), strict=True))
+        for line in text.splitlines()
+        if line.strip()
+    ]
 
 
 def check_against_smi(ctx: Context, check: Check) -> bool:
@@ -186,13 +189,17 @@ def check_against_smi(ctx: Context, check: Check) -> bool:
         for what, theirs, ours in pairs:
             same = theirs == ours
             ok &= same
-            check.say(f"GPU {row['index']} {what}: nvidia-smi {theirs!r}, snapshot {ours!r}"
-                      f"{'' if same else '  <-- differs'}")
+            check.say(
+                f"GPU {row['index']} {what}: nvidia-smi {theirs!r}, snapshot {ours!r}"
+                f"{'' if same else '  <-- differs'}"
+            )
         # Memory in use moves; NVML's v1 and v2 memory calls also count reserved memory
         # differently, so the figures are recorded side by side with their gap.
         gap = abs(float(row["memory.used"]) - used_mib)
-        check.say(f"GPU {row['index']} memory used MiB: nvidia-smi {row['memory.used']}, "
-                  f"snapshot {used_mib:.0f} (gap {gap:.0f} MiB)")
+        check.say(
+            f"GPU {row['index']} memory used MiB: nvidia-smi {row['memory.used']}, "
+            f"snapshot {used_mib:.0f} (gap {gap:.0f} MiB)"
+        )
         ok &= gap <= 64
     return ok
 
@@ -227,8 +234,10 @@ def check_against_topo(ctx: Context, check: Check) -> bool:
         for what, theirs, ours in (("CPU affinity", cpu, ours_cpu), ("NUMA", numa, ours_numa)):
             same = theirs == ours
             ok &= same
-            check.say(f"GPU {acc['index']} {what}: topo -m {theirs!r}, snapshot {ours!r}"
-                      f"{'' if same else '  <-- differs'}")
+            check.say(
+                f"GPU {acc['index']} {what}: topo -m {theirs!r}, snapshot {ours!r}"
+                f"{'' if same else '  <-- differs'}"
+            )
         for other in snap["accelerators"]:
             j = other["index"]
             if j == acc["index"]:
@@ -290,8 +299,9 @@ def check_fabric(ctx: Context, check: Check) -> bool:
     return compiled == pure
 
 
-def alternating(fast: Callable[[], object], slow: Callable[[], object], rounds: int,
-                batch: int) -> tuple[float, float]:
+def alternating(
+    fast: Callable[[], object], slow: Callable[[], object], rounds: int, batch: int
+) -> tuple[float, float]:
     times: tuple[list[float], list[float]] = ([], [])
     for _ in range(rounds):
         for fn, sink in ((fast, times[0]), (slow, times[1])):
@@ -319,11 +329,15 @@ def check_speed(ctx: Context, check: Check) -> bool:
     for _ in range(10):
         _snapshot.take("purepython")
     wall_theirs = (time.perf_counter() - wall) / 10
-    check.say(f"CPU time per snapshot, median of {rounds} rounds x {batch}: compiled "
-              f"{ours * 1e6:.1f} us, nvidia-ml-py {theirs * 1e6:.1f} us, "
-              f"ratio {theirs / ours:.1f}x")
-    check.say(f"wall clock per snapshot (mean of 10): compiled {wall_ours * 1e6:.1f} us, "
-              f"nvidia-ml-py {wall_theirs * 1e6:.1f} us, ratio {wall_theirs / wall_ours:.1f}x")
+    check.say(
+        f"CPU time per snapshot, median of {rounds} rounds x {batch}: compiled "
+        f"{ours * 1e6:.1f} us, nvidia-ml-py {theirs * 1e6:.1f} us, "
+        f"ratio {theirs / ours:.1f}x"
+    )
+    check.say(
+        f"wall clock per snapshot (mean of 10): compiled {wall_ours * 1e6:.1f} us, "
+        f"nvidia-ml-py {wall_theirs * 1e6:.1f} us, ratio {wall_theirs / wall_ours:.1f}x"
+    )
     ctx.machine["speed"] = f"{theirs / ours:.1f}x CPU, {wall_theirs / wall_ours:.1f}x wall"
     return ours < theirs
 
@@ -360,13 +374,21 @@ def nvml_calls(pynvml: Any, handle: Any) -> list[tuple[str, Callable[[], object]
         ("nvmlDeviceGetNumaNodeId", lambda: pynvml.nvmlDeviceGetNumaNodeId(handle)),
         ("nvmlDeviceGetCpuAffinity", lambda: pynvml.nvmlDeviceGetCpuAffinity(handle, 4)),
         ("nvmlDeviceGetMemoryAffinity", lambda: pynvml.nvmlDeviceGetMemoryAffinity(handle, 4, 0)),
-        ("nvmlDeviceGetCudaComputeCapability",
-         lambda: pynvml.nvmlDeviceGetCudaComputeCapability(handle)),
+        (
+            "nvmlDeviceGetCudaComputeCapability",
+            lambda: pynvml.nvmlDeviceGetCudaComputeCapability(handle),
+        ),
         ("nvmlDeviceGetMigMode", lambda: pynvml.nvmlDeviceGetMigMode(handle)),
-        ("nvmlDeviceGetComputeRunningProcesses",
-         lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle)),
-        ("nvmlDeviceGetNvLinkState x18",
-         lambda: [guarded(lambda: pynvml.nvmlDeviceGetNvLinkState(handle, k))() for k in range(18)]),
+        (
+            "nvmlDeviceGetComputeRunningProcesses",
+            lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle),
+        ),
+        (
+            "nvmlDeviceGetNvLinkState x18",
+            lambda: [
+                guarded(lambda k=k: pynvml.nvmlDeviceGetNvLinkState(handle, k))() for k in range(18)
+            ],
+        ),
     ]
     return [(name, guarded(fn)) for name, fn in calls]
 
@@ -390,8 +412,10 @@ def check_profile(ctx: Context, check: Check) -> bool:
         pynvml.nvmlShutdown()
     cold = {b: median_us(lambda b=b: _snapshot.take(b)) for b in ("cffi", "purepython")}
     for backend in ("cffi", "purepython"):
-        check.say(f"snapshot {backend:10} NVML initialised by the caller {held[backend]:10.1f} us,"
-                  f" not {cold[backend]:10.1f} us")
+        check.say(
+            f"snapshot {backend:10} NVML initialised by the caller {held[backend]:10.1f} us,"
+            f" not {cold[backend]:10.1f} us"
+        )
     ratio = held["purepython"] / held["cffi"]
     check.say(f"ratio with NVML held initialised: {ratio:.1f}x")
     ctx.machine["speed, NVML held"] = f"{ratio:.1f}x"
@@ -419,8 +443,13 @@ def gpu0_placement_env(ctx: Context) -> tuple[dict[str, str], Any]:
 
 def probe_torch(env: dict[str, str]) -> dict[str, Any]:
     base = {k: v for k, v in os.environ.items() if "VISIBLE_DEVICES" not in k}
-    result = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
-                            env={**base, **env}, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        env={**base, **env},
+        timeout=300,
+    )
     if result.returncode:
         raise RuntimeError(f"torch probe failed: {result.stderr[-800:]}")
     data: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
@@ -445,7 +474,9 @@ def check_visibility(ctx: Context, check: Check) -> bool:
     ok = seen["count"] == 1 and normal_uuid(seen["uuids"][0]) == normal_uuid(want)
     empty = dataclasses.replace(placement, visible_accelerators=())
     empty_env = worker_env(empty, world_size=1, master_addr="127.0.0.1")
-    check.say(f"empty visibility list: CUDA_VISIBLE_DEVICES={empty_env.get('CUDA_VISIBLE_DEVICES')!r}")
+    check.say(
+        f"empty visibility list: CUDA_VISIBLE_DEVICES={empty_env.get('CUDA_VISIBLE_DEVICES')!r}"
+    )
     none = probe_torch(empty_env)
     check.say(f"torch sees {none['count']} device(s) with it")
     return ok and none["count"] == 0 and empty_env.get("CUDA_VISIBLE_DEVICES") == ""
@@ -463,8 +494,9 @@ HOLDER = textwrap.dedent(
 
 
 def check_busy(ctx: Context, check: Check) -> bool:
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout is not None
         if holder.stdout.readline().strip() != "ready":
@@ -491,15 +523,30 @@ def check_busy_plan(path: Path, check: Check) -> bool:
         config = Path(tmp) / "job.yaml"
         config.write_text("cluster:\n  num_nodes: 1\n  component_placement:\n    actor: 0\n")
         result = subprocess.run(
-            [sys.executable, "-m", "placement_core", "plan", str(config), "--inventory",
-             str(path), "--format", "json"], capture_output=True, text=True, timeout=120)
+            [
+                sys.executable,
+                "-m",
+                "placement_core",
+                "plan",
+                str(config),
+                "--inventory",
+                str(path),
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     warnings = []
     try:
         warnings = json.loads(result.stdout).get("warnings", [])
     except json.JSONDecodeError:
         check.say(f"plan output is not JSON: {result.stdout[:300]!r}")
-    check.say(f"`placement plan --inventory` exit {result.returncode}; warnings {warnings}; "
-              f"stderr {result.stderr.strip()[:400]!r}")
+    check.say(
+        f"`placement plan --inventory` exit {result.returncode}; warnings {warnings}; "
+        f"stderr {result.stderr.strip()[:400]!r}"
+    )
     text = json.dumps(warnings) + result.stderr
     return any(word in text.lower() for word in ("busy", "already runs"))
 
@@ -524,8 +571,7 @@ def write_results(ctx: Context, command: str) -> Path:
         *(f"| {c.name} | {'pass' if c.ok else 'FAIL'} |" for c in ctx.checks),
     ]
     for c in ctx.checks:
-        lines += ["", f"### {c.name}: {'pass' if c.ok else 'FAIL'}", "", "```text", *c.lines,
-                  "```"]
+        lines += ["", f"### {c.name}: {'pass' if c.ok else 'FAIL'}", "", "```text", *c.lines, "```"]
     path = ctx.out / "RESULTS-gpu.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
