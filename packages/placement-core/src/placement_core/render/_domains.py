@@ -1,0 +1,62 @@
+"""NVLink domains in the pictures: one band per stretch of nodes in one domain.
+
+See docs/concepts/nvlink-domains.md. The map, SVG and HTML views draw a band line before
+the first node of each stretch of consecutive nodes that share a domain; folds never
+join nodes of two domains (:func:`placement_core.render._grid.fold_nodes`).
+"""
+
+from __future__ import annotations
+
+from placement_core._plan import Plan
+from placement_core.ranks import format_rank_list
+
+__all__ = ["domain_bands", "renumbered_note"]
+
+_MOVED_SHOWN = 8
+
+
+def domain_bands(plan: Plan) -> dict[int, str]:
+    """Per node rank that starts a stretch of one domain, the band's text.
+
+    Empty when no node has a domain. Nodes without a domain next to each other share
+    one band (each is still a domain of its own).
+    """
+    nodes = plan.inventory.nodes
+    if all(node.nvlink_domain is None for node in nodes):
+        return {}
+    members: dict[str | None, list[int]] = {}
+    for node in nodes:
+        members.setdefault(node.nvlink_domain, []).append(node.rank)
+    bands: dict[int, str] = {}
+    start = 0
+    for rank in range(1, len(nodes) + 1):
+        if rank < len(nodes) and nodes[rank].nvlink_domain == nodes[start].nvlink_domain:
+            continue
+        domain = nodes[start].nvlink_domain
+        stretch = format_rank_list(range(start, rank))
+        noun = "node" if rank - start == 1 else "nodes"
+        if domain is None:
+            bands[start] = f"no NVLink domain: {noun} {stretch} (each a domain of its own)"
+        else:
+            everyone = members[domain]
+            more = (
+                f" (the domain also has nodes {format_rank_list(r for r in everyone if not start <= r < rank)})"
+                if len(everyone) != rank - start
+                else ""
+            )
+            bands[start] = f"NVLink domain {domain}: {noun} {stretch}{more}"
+        start = rank
+    return bands
+
+
+def renumbered_note(plan: Plan) -> str | None:
+    """Which nodes ``node_order: nvlink_domain`` renumbered, by node id; None if none."""
+    if plan.config.node_order != "nvlink_domain":
+        return None
+    moved = [node for node in plan.inventory.nodes if node.node_id != f"node-{node.rank}"]
+    if not moved:
+        return None
+    shown = ", ".join(f"{node.rank} is {node.node_id}" for node in moved[:_MOVED_SHOWN])
+    if len(moved) > _MOVED_SHOWN:
+        shown += f", and {len(moved) - _MOVED_SHOWN} more"
+    return f"nodes numbered by NVLink domain (cluster.node_order: nvlink_domain): {shown}"
