@@ -8,6 +8,7 @@ join nodes of two domains (:func:`placement_core.render._grid.fold_nodes`).
 from __future__ import annotations
 
 from placement_core._plan import Plan
+from placement_core.inventory import Node
 from placement_core.ranks import format_rank_list
 
 __all__ = ["domain_bands", "renumbered_note"]
@@ -50,13 +51,38 @@ def domain_bands(plan: Plan) -> dict[int, str]:
 
 
 def renumbered_note(plan: Plan) -> str | None:
-    """Which nodes ``node_order: nvlink_domain`` renumbered, by node id; None if none."""
+    """Which nodes ``node_order: nvlink_domain`` renumbered, by node id; None if none.
+
+    Runs of nodes that moved together are written once: ``9-17 are node-18..node-26``.
+    """
     if plan.config.node_order != "nvlink_domain":
         return None
     moved = [node for node in plan.inventory.nodes if node.node_id != f"node-{node.rank}"]
     if not moved:
         return None
-    shown = ", ".join(f"{node.rank} is {node.node_id}" for node in moved[:_MOVED_SHOWN])
-    if len(moved) > _MOVED_SHOWN:
-        shown += f", and {len(moved) - _MOVED_SHOWN} more"
+    runs: list[list[Node]] = []
+    for node in moved:
+        if runs and _follows(runs[-1][-1], node):
+            runs[-1].append(node)
+        else:
+            runs.append([node])
+    parts = [
+        f"{run[0].rank} is {run[0].node_id}"
+        if len(run) == 1
+        else f"{run[0].rank}-{run[-1].rank} are {run[0].node_id}..{run[-1].node_id}"
+        for run in runs
+    ]
+    shown = ", ".join(parts[:_MOVED_SHOWN])
+    if len(parts) > _MOVED_SHOWN:
+        shown += f", and {len(parts) - _MOVED_SHOWN} more"
     return f"nodes numbered by NVLink domain (cluster.node_order: nvlink_domain): {shown}"
+
+
+def _follows(previous: Node, node: Node) -> bool:
+    """Whether ``node`` continues ``previous``'s run: next rank and next ``node-<n>`` id."""
+    number = previous.node_id.removeprefix("node-")
+    return (
+        node.rank == previous.rank + 1
+        and number.isdigit()
+        and node.node_id == f"node-{int(number) + 1}"
+    )
