@@ -34,7 +34,6 @@ from ._checks import (
     group_check,
     unknown_group_message,
 )
-from ._nvlink_fields import DomainName, NvlinkGroup
 from ._fields import (
     EnvVars,
     GroupLabels,
@@ -45,6 +44,7 @@ from ._fields import (
     PlacementText,
     PositiveInt,
 )
+from ._nvlink_fields import DomainName, NvlinkGroup
 from ._problems import Issues, did_you_mean, issue, issues_from
 from ._scalars import is_int
 from ._vocab import RESERVED_LABELS, RLINF_CLUSTER_KEYS, AcceleratorType, NodeOrder, TopologyMode

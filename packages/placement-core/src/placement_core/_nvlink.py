@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from itertools import pairwise
+from typing import Any
 
 from .errors import PlacementRuleError
 from .inventory import Inventory, Node
@@ -68,15 +70,14 @@ def order_by_nvlink_domain(inventory: Inventory) -> Inventory:
         return inventory
     # Every field but the rank, positionally: ten times faster than dataclasses.replace
     # on 100,000 nodes, and still every field a Node has.
-    return Inventory(
-        tuple(
-            Node(*[rank if name == "rank" else getattr(node, name) for name in _NODE_FIELDS])
-            for rank, node in enumerate(ordered)
-        )
-    )
+    renumbered = []
+    for rank, node in enumerate(ordered):
+        values: list[Any] = [rank if name == "rank" else getattr(node, name) for name in _FIELDS]
+        renumbered.append(Node(*values))
+    return Inventory(tuple(renumbered))
 
 
-_NODE_FIELDS = tuple(f.name for f in dataclasses.fields(Node))
+_FIELDS = tuple(f.name for f in dataclasses.fields(Node))
 
 
 def domain_packed_rule(rule: Rule, space: ResourceSpace, group: int, inventory: Inventory) -> Rule:
@@ -160,7 +161,7 @@ def check_nvlink_groups(
     nodes = inventory.nodes
     node_keys = [domain_key(node) for node in nodes]
     keys = [node_keys[p.node_rank] for p in placements]
-    changes = [i for i, (a, b) in enumerate(zip(keys, keys[1:]), 1) if a != b]
+    changes = [i for i, (a, b) in enumerate(pairwise(keys), 1) if a != b]
     if count % size:
         raise PlacementRuleError(
             f"nvlink_group: {size} does not divide the {count} processes of {names}: every "

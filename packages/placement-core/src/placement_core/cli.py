@@ -308,8 +308,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "nvlink_groups", False) and not args.model_parallel:
-        parser.error("--nvlink-groups derives nvlink_group for a model-parallel job: add "
-                     "--model-parallel, or write nvlink_group on the rules")
+        parser.error(
+            "--nvlink-groups derives nvlink_group for a model-parallel job: add "
+            "--model-parallel, or write nvlink_group on the rules"
+        )
     out, err = sys.stdout, sys.stderr
     config = getattr(args, "config", None)
     try:

@@ -39,11 +39,9 @@ def domain_bands(plan: Plan) -> dict[int, str]:
         if domain is None:
             bands[start] = f"no NVLink domain: {noun} {stretch} (each a domain of its own)"
         else:
-            everyone = members[domain]
+            elsewhere = [r for r in members[domain] if not start <= r < rank]
             more = (
-                f" (the domain also has nodes {format_rank_list(r for r in everyone if not start <= r < rank)})"
-                if len(everyone) != rank - start
-                else ""
+                f" (the domain also has nodes {format_rank_list(elsewhere)})" if elsewhere else ""
             )
             bands[start] = f"NVLink domain {domain}: {noun} {stretch}{more}"
         start = rank
