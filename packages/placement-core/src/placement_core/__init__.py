@@ -16,6 +16,7 @@ import logging
 
 from . import render as _render  # noqa: F401  (registers the plan's notebook picture)
 from ._assignments import plan_from_assignments
+from ._nvlink import order_by_nvlink_domain
 from ._plan import NodeOccupancy, Occupancy, Plan, plan
 from ._sharing import shared_ranks
 from ._version import __version__
@@ -114,6 +115,7 @@ __all__ = [
     "load_config",
     "node",
     "node_from_snapshot",
+    "order_by_nvlink_domain",
     "packed",
     "parse_rank_list",
     "parse_rule",

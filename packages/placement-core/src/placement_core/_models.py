@@ -44,9 +44,10 @@ from ._fields import (
     PlacementText,
     PositiveInt,
 )
+from ._nvlink_fields import DomainName, NvlinkGroup
 from ._problems import Issues, did_you_mean, issue, issues_from
 from ._scalars import is_int
-from ._vocab import RESERVED_LABELS, RLINF_CLUSTER_KEYS, AcceleratorType, TopologyMode
+from ._vocab import RESERVED_LABELS, RLINF_CLUSTER_KEYS, AcceleratorType, NodeOrder, TopologyMode
 from .errors import PlacementRuleError
 from .hardware import HardwareConfig, hardware_model, registered_hardware
 from .inventory import MAX_ACCELERATORS_PER_NODE, MAX_NODES
@@ -85,6 +86,9 @@ class ComponentRule(_Model):
             accelerators). See :mod:`placement_core.topology`.
         numa_node: For node and hardware placements: run the processes on the CPUs of
             this NUMA node (split between the component's processes on each node).
+        nvlink_group: Every ``nvlink_group`` consecutive processes (by rank) lie in one
+            NVLink domain; ``"all"``: every process of the component. None: no
+            constraint. See docs/concepts/nvlink-domains.md.
     """
 
     key: str
@@ -93,6 +97,7 @@ class ComponentRule(_Model):
     stride: PositiveInt = 1
     topology: TopologyMode = "any"
     numa_node: NonNegativeInt | None = None
+    nvlink_group: NvlinkGroup | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -240,10 +245,18 @@ class InventoryEntry(_Model):
     """Offline inventory: these nodes each have ``accelerators``.
 
     See docs/concepts/cluster-config.md#where-the-inventory-comes-from.
+
+    Attributes:
+        node_ranks: The nodes described, in the inventory's own order (before
+            ``node_order`` renumbers them).
+        accelerators: Each node's accelerators.
+        nvlink_domain: The NVLink domain the nodes belong to, or None (each node is
+            then a domain of its own). See docs/concepts/nvlink-domains.md.
     """
 
     node_ranks: NodeRanks
     accelerators: AcceleratorSpec
+    nvlink_domain: DomainName | None = None
 
 
 class ClusterConfig(_Model):
@@ -256,6 +269,7 @@ class ClusterConfig(_Model):
     component_placement: dict[str, ComponentRule]
     node_groups: tuple[NodeGroup, ...] = ()
     inventory: tuple[InventoryEntry, ...] = ()
+    node_order: NodeOrder = "inventory"
 
     _components: dict[str, ComponentRule] | None = PrivateAttr(default=None)
     _ignored_keys: tuple[str, ...] = PrivateAttr(default=())

@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ._limits import MAX_PROCESSES
+from ._nvlink import check_nvlink_groups, domain_packed_rule, order_by_nvlink_domain
 from ._scalars import is_int
 from ._shown import shown
 from .busy import busy_accelerators
@@ -346,6 +347,8 @@ def plan(
             f"num_nodes: {config.num_nodes}; plan with an inventory of exactly that many nodes",
             path="cluster.num_nodes",
         )
+    if config.node_order == "nvlink_domain":
+        inventory = order_by_nvlink_domain(inventory)
     inventory = attach_hardware(inventory, config)
     spaces: dict[tuple[str, ...], ResourceSpace] = {}
     components: dict[str, tuple[Placement, ...]] = {}
@@ -370,6 +373,22 @@ def plan(
                 solver,
                 warnings,
             )
+            if parsed_rule.source != rule.placement and space.size > len(placements):
+                warnings.append(
+                    f"{_names(rule)}: placement {rule.placement} with nvlink_group: "
+                    f"{rule.nvlink_group} leaves {space.size - len(placements)} resource(s) "
+                    f"of {space.describe()} free: the rest of their NVLink domain holds no "
+                    "whole group"
+                )
+            if rule.nvlink_group is not None:
+                check_nvlink_groups(
+                    placements,
+                    rule.nvlink_group,
+                    inventory,
+                    names=_names(rule),
+                    path=f"cluster.component_placement.{key}.nvlink_group",
+                    ordered=config.node_order == "nvlink_domain",
+                )
             for name in rule.names:
                 components[name] = placements
             resolved.append((rule, space, entries))
@@ -395,6 +414,8 @@ def _prepare_rule(
         except (PlacementRuleError, InventoryError) as error:
             raise error.with_path(f"{base}.node_group") from None
         spaces[rule.node_groups] = space
+    if isinstance(rule.nvlink_group, int) and rule.nvlink_group > 1:
+        parsed = domain_packed_rule(parsed, space, rule.nvlink_group, inventory)
     return parsed, space
 
 

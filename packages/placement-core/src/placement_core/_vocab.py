@@ -25,6 +25,7 @@ __all__ = [
     "HARDWARE_CONFIG_ENV",
     "HARDWARE_ENV_VARS",
     "HARDWARE_TYPE_ENV",
+    "NODE_ORDERS",
     "RANK_ENV_VARS",
     "RESERVED_ENV_VARS",
     "RESERVED_LABELS",
@@ -33,6 +34,7 @@ __all__ = [
     "TOPOLOGY_MODES",
     "VISIBILITY_ENV_VARS",
     "AcceleratorType",
+    "NodeOrder",
     "TopologyMode",
     "Visibility",
 ]
@@ -44,6 +46,11 @@ ACCELERATOR_TYPES: tuple[str, ...] = get_args(AcceleratorType)
 #: How a rule forms multi-accelerator processes from a node's links (``topology:``).
 TopologyMode = Literal["any", "best", "nvlink"]
 TOPOLOGY_MODES: tuple[str, ...] = get_args(TopologyMode)
+
+#: How nodes are numbered before planning (``cluster.node_order``): as the inventory
+#: gives them, or so that each NVLink domain's nodes are consecutive.
+NodeOrder = Literal["inventory", "nvlink_domain"]
+NODE_ORDERS: tuple[str, ...] = get_args(NodeOrder)
 
 #: Built-in node groups of every node; no declared group may use these labels.
 RESERVED_LABELS = ("cluster", "node")

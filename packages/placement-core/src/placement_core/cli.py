@@ -5,9 +5,10 @@
     placement plan CONFIG [--inventory SNAPSHOT.json ...] [--accelerators-per-node N]
                           [--allow-missing-snapshots] [--format table|map|json|svg|html]
                           [--expand] [--output FILE] [--max-processes N] [--model-parallel]
+                          [--nvlink-groups]
     placement validate CONFIG [--inventory ...] [--accelerators-per-node N]
                               [--allow-missing-snapshots] [--max-processes N]
-                              [--model-parallel]
+                              [--model-parallel] [--nvlink-groups]
     placement schema
 
 Exit status: 0 on success, 1 when the input is wrong (missing file, YAML syntax, config
@@ -102,6 +103,13 @@ def _add_inventory_options(parser: argparse.ArgumentParser) -> None:
         help="CONFIG is a whole RLinf reasoning/agent job: derive actor, rollout, inference, "
         "critic and reward from the job's parallel sizes as RLinf's "
         "ModelParallelComponentPlacement does",
+    )
+    parser.add_argument(
+        "--nvlink-groups",
+        action="store_true",
+        help="with --model-parallel: keep each tensor x expert parallel group of actor, "
+        "critic and inference inside one NVLink domain (their nvlink_group is derived from "
+        "the model's parallel sizes)",
     )
 
 
@@ -209,7 +217,7 @@ def _make_plan(config: ClusterConfig, job: JobDocument | None, args: argparse.Na
     inventory = _inventory(config, args)
     if job is None:
         return plan(config, inventory, max_processes=args.max_processes)
-    layout = derive_model_parallel(job, inventory)
+    layout = derive_model_parallel(job, inventory, nvlink_groups=args.nvlink_groups)
     sys.stderr.write(
         f"{PROG}: model-parallel job in {layout.mode} mode: "
         f"{', '.join(layout.derived)} derived from the parallel sizes as RLinf does\n"
@@ -299,6 +307,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``placement`` command; return its exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "nvlink_groups", False) and not args.model_parallel:
+        parser.error(
+            "--nvlink-groups derives nvlink_group for a model-parallel job: add "
+            "--model-parallel, or write nvlink_group on the rules"
+        )
     out, err = sys.stdout, sys.stderr
     config = getattr(args, "config", None)
     try:

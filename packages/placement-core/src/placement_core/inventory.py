@@ -88,6 +88,11 @@ class Node:
     two reach each other (``NV18``, ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``, as
     ``nvidia-smi topo -m`` names it); empty when unknown (inventories declared without
     node snapshots).
+
+    ``nvlink_domain`` names the rack-scale NVLink domain the node's GPUs belong to
+    (``"<cluster_uuid>/<clique_id>"`` from a snapshot's fabric info, or the name an
+    ``inventory:`` entry declares); None when the node has none, in which case it forms
+    a domain of its own. See docs/concepts/nvlink-domains.md.
     """
 
     rank: int
@@ -98,6 +103,7 @@ class Node:
     accelerators: tuple[Accelerator, ...] = ()
     hardware: tuple[HardwareDevice, ...] = ()
     links: tuple[tuple[int, int, str], ...] = ()
+    nvlink_domain: str | None = None
 
     @property
     def accelerator_type(self) -> str | None:

@@ -164,6 +164,8 @@ def looks_model_parallel(document: Mapping[str, Any]) -> bool:
 def derive_model_parallel(
     job: str | os.PathLike[str] | Mapping[str, Any] | JobDocument,
     inventory: Inventory | None = None,
+    *,
+    nvlink_groups: bool = False,
 ) -> ModelParallelLayout:
     """Derive the model-parallel components' placements as RLinf does.
 
@@ -172,6 +174,11 @@ def derive_model_parallel(
             references are resolved where a value is needed.
         inventory: The nodes; None builds it from the config's ``inventory:`` section
             (:func:`~placement_core.inventory_for`).
+        nvlink_groups: Also give ``actor``, ``critic`` and the inference components an
+            ``nvlink_group`` of their tensor x expert parallel size (``model.
+            tensor_model_parallel_size`` x ``model.expert_model_parallel_size``), so each
+            such group lies in one NVLink domain (the CLI's ``--nvlink-groups``). See
+            docs/concepts/nvlink-domains.md.
 
     Returns:
         The mode and the cluster config with derived rules.
@@ -188,7 +195,7 @@ def derive_model_parallel(
     if inventory is None:
         inventory = inventory_for(config)
     inventory = attach_hardware(inventory, config)
-    return _Deriver(document, config, inventory).run()
+    return _Deriver(document, config, inventory, nvlink_groups=nvlink_groups).run()
 
 
 def plan_model_parallel(
@@ -196,6 +203,7 @@ def plan_model_parallel(
     inventory: Inventory | None = None,
     *,
     colocate: Iterable[Iterable[str]] = (),
+    nvlink_groups: bool = False,
 ) -> Plan:
     """Plan a model-parallel job: :func:`derive_model_parallel`, then :func:`placement_core.plan`.
 
@@ -203,6 +211,7 @@ def plan_model_parallel(
         job: The whole job document (YAML path, YAML text or mapping).
         inventory: The nodes; None builds it from the config's ``inventory:`` section.
         colocate: Passed on to :func:`placement_core.plan`.
+        nvlink_groups: Passed on to :func:`derive_model_parallel`.
 
     Returns:
         The :class:`~placement_core.Plan` of what RLinf launches.
@@ -210,7 +219,7 @@ def plan_model_parallel(
     document = load_job(job)
     if inventory is None:
         inventory = inventory_for(load_config(document.document))
-    layout = derive_model_parallel(document, inventory)
+    layout = derive_model_parallel(document, inventory, nvlink_groups=nvlink_groups)
     return plan(layout.config, inventory, colocate=colocate)
 
 
@@ -222,10 +231,13 @@ class _Deriver:
         document: JobDocument,
         config: ClusterConfig,
         inventory: Inventory,
+        *,
+        nvlink_groups: bool = False,
     ) -> None:
         self.doc = document
         self.config = config
         self.inventory = inventory
+        self.nvlink_groups = nvlink_groups
         self.rules = config.components()
         self.gpus: dict[str, list[int]] = {}
         for name in ("actor", "rollout", "critic", "critic_inference", "reward"):
@@ -308,6 +320,34 @@ class _Deriver:
         return self._size("critic.model.tensor_model_parallel_size", 1), (
             "critic.model.tensor_model_parallel_size"
         )
+
+    def _model_group(self, section: str) -> int:
+        """``tensor x expert`` parallel size of a section's model (1 when unset)."""
+        model = self._section_model(section)
+        return self._size(f"{model}.tensor_model_parallel_size", 1) * self._size(
+            f"{model}.expert_model_parallel_size", 1
+        )
+
+    def _group_section(self, name: str) -> str | None:
+        """The section whose model's parallel sizes group a derived component."""
+        if name in ("actor", "critic"):
+            return name
+        if name in ("inference", "actor_inference"):
+            return next((s for s in ("inference", "actor_inference") if self.doc.has(s)), "actor")
+        if name == "critic_inference":
+            return name if self.doc.has("critic_inference.model") else "critic"
+        return None  # rollout engines and reward: one process never spans nodes
+
+    def group_sizes(self, derived: Mapping[str, _Derived]) -> dict[str, int]:
+        """Per derived component of one process per accelerator, its nvlink_group."""
+        sizes: dict[str, int] = {}
+        for name, d in derived.items() if self.nvlink_groups else ():
+            section = self._group_section(name)
+            if section is not None and d.per_process == 1:
+                size = self._model_group(section)
+                if size > 1:
+                    sizes[name] = size
+        return sizes
 
     # ------------------------------------------------------------------ checks
 
@@ -574,6 +614,7 @@ class _Deriver:
         return ModelParallelLayout(mode, self._config_with(derived), tuple(derived))
 
     def _config_with(self, derived: Mapping[str, _Derived]) -> ClusterConfig:
+        groups = self.group_sizes(derived)
         sources = {name: name for name in derived}
         for name in ("inference", "actor_inference"):
             if name in derived:
@@ -586,18 +627,23 @@ class _Deriver:
             for name in names:
                 target = next((t for t, s in sources.items() if s == name), None)
                 if target is not None:
-                    placement[target] = _rule(self.rules[name], derived[target], target)
+                    placement[target] = _rule(
+                        self.rules[name], derived[target], target, groups.get(target)
+                    )
             if kept:
                 placement[",".join(kept)] = value
         for target in derived:
             placement.setdefault(
-                target, _rule(self.rules[sources[target]], derived[target], target)
+                target,
+                _rule(self.rules[sources[target]], derived[target], target, groups.get(target)),
             )
         cluster = {**self.doc.raw("cluster"), "component_placement": placement}
         return load_config({**self.doc.document, "cluster": cluster})
 
 
-def _rule(written: ComponentRule, derived: _Derived, target: str) -> dict[str, Any]:
+def _rule(
+    written: ComponentRule, derived: _Derived, target: str, nvlink_group: int | None = None
+) -> dict[str, Any]:
     count = derived.last - derived.first + 1
     processes = count // derived.per_process
     text = f"{derived.first}-{derived.last}" if count > 1 else str(derived.first)
@@ -620,6 +666,10 @@ def _rule(written: ComponentRule, derived: _Derived, target: str) -> dict[str, A
         rule["topology"] = written.topology
     if written.numa_node is not None:
         rule["numa_node"] = written.numa_node
+    if nvlink_group is not None:
+        rule["nvlink_group"] = nvlink_group
+    elif written.nvlink_group is not None:
+        rule["nvlink_group"] = written.nvlink_group
     return rule
 
 

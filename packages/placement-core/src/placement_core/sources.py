@@ -374,6 +374,15 @@ def _config_accelerators(config: ClusterConfig) -> dict[int, tuple[Accelerator, 
     return by_rank
 
 
+def _config_domains(config: ClusterConfig) -> dict[int, str]:
+    return {
+        rank: entry.nvlink_domain
+        for entry in config.inventory
+        if entry.nvlink_domain is not None
+        for rank in entry.node_ranks
+    }
+
+
 def inventory_from_config(config: ClusterConfig) -> Inventory | None:
     """The inventory the config's ``inventory:`` section declares, or None without one.
 
@@ -408,7 +417,8 @@ def inventory_for(
 
     Each node takes its accelerators from the first source that describes it: its
     snapshot, then the ``inventory:`` entry listing it, then ``accelerators_per_node``;
-    a node no source describes has none. When snapshots are given, a node that has none
+    a node no source describes has none. Its NVLink domain is its snapshot's, else the
+    one its ``inventory:`` entry declares, else None. When snapshots are given, a node that has none
     and that no other source describes is an error (a forgotten snapshot would otherwise
     plan as a node without accelerators), unless ``allow_missing_snapshots``. Hardware
     is not attached here (see :func:`attach_hardware`).
@@ -444,13 +454,20 @@ def inventory_for(
     if snapshots and per_node is None and not allow_missing_snapshots:
         _check_described(config.num_nodes, from_snapshots, from_config)
     fallback = tuple(Accelerator(index=i) for i in range(per_node or 0))
+    domains = _config_domains(config)
     nodes = []
     for rank in range(config.num_nodes):
         node = from_snapshots.get(rank)
+        domain = domains.get(rank)
         if node is None:
             node = Node(
-                rank=rank, node_id=f"node-{rank}", accelerators=from_config.get(rank, fallback)
+                rank=rank,
+                node_id=f"node-{rank}",
+                accelerators=from_config.get(rank, fallback),
+                nvlink_domain=domain,
             )
+        elif node.nvlink_domain is None and domain is not None:
+            node = dataclasses.replace(node, nvlink_domain=domain)
         nodes.append(node)
     return Inventory(tuple(nodes))
 

@@ -141,7 +141,11 @@ def fold_nodes(plan: Plan, *, max_nodes: int | None = None) -> Folded:
 
     def shape(rank: int) -> tuple[object, ...]:
         if rank not in shapes:
-            shapes[rank] = node_shape(plan, nodes[rank], occupancy[rank])
+            # The domain too: a fold never joins nodes of two NVLink domains.
+            shapes[rank] = (
+                *node_shape(plan, nodes[rank], occupancy[rank]),
+                nodes[rank].nvlink_domain,
+            )
         return shapes[rank]
 
     items: list[int | Fold] = []

@@ -34,7 +34,7 @@ def _accelerator(a: Accelerator, topology: bool) -> dict[str, Any]:
     return out
 
 
-def _node(node: Node, topology: bool) -> dict[str, Any]:
+def _node(node: Node, topology: bool, domains: bool) -> dict[str, Any]:
     out: dict[str, Any] = {
         "node_rank": node.rank,
         "node_id": node.node_id,
@@ -48,6 +48,8 @@ def _node(node: Node, topology: bool) -> dict[str, Any]:
     }
     if topology:
         out["links"] = [list(link) for link in node.links]
+    if domains:
+        out["nvlink_domain"] = node.nvlink_domain
     return out
 
 
@@ -60,7 +62,9 @@ def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
     node_group, isolate_accelerator, interpreter, env`` (``interpreter``: the node
     group's python on that node, or None); plus ``link, numa_node, cpus`` when the
     inventory carries topology (node snapshots), when nodes also list their ``links``
-    and accelerators their ``memory_used_bytes`` and ``processes``.
+    and accelerators their ``memory_used_bytes`` and ``processes``; plus
+    ``nvlink_domain`` (the node's NVLink domain, or None) on each placement and node
+    when any node has a domain.
 
     Args:
         plan: The plan.
@@ -68,6 +72,8 @@ def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
             when False.
     """
     topology = inventory_has_topology(plan.inventory)
+    nodes = plan.inventory.nodes
+    domains = any(node.nvlink_domain is not None for node in nodes)
     components: dict[str, list[dict[str, Any]]] = {}
     for name, placements in plan.components.items():
         components[name] = [
@@ -79,9 +85,12 @@ def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
             )
             for p in placements
         ]
+        if domains:
+            for out, p in zip(components[name], placements, strict=True):
+                out["nvlink_domain"] = nodes[p.node_rank].nvlink_domain
     return {
         "schema": JSON_SCHEMA_VERSION,
-        "nodes": [_node(node, topology) for node in plan.inventory.nodes],
+        "nodes": [_node(node, topology, domains) for node in nodes],
         "components": components,
         "warnings": list(plan.warnings),
     }

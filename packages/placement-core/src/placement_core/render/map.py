@@ -16,6 +16,7 @@ from placement_core._plan import NodeOccupancy, Plan
 from placement_core.inventory import Node
 from placement_core.topology import crosses_socket, inventory_has_topology
 
+from ._domains import domain_bands, renumbered_note
 from ._grid import CROSSING, Fold, component_codes, device_name, fold_nodes, occupants_label
 from ._text import (
     HardwareNumbers,
@@ -81,16 +82,24 @@ def render_map(plan: Plan, *, max_nodes: int = 64) -> str:
     rows: list[tuple[str, ...]] = [header]
     notes: list[tuple[int, str]] = []  # (row index it follows, text)
     folded = fold_nodes(plan, max_nodes=max_nodes)
+    bands = domain_bands(plan)
+    banded: dict[int, str] = {}  # row index it follows -> the domain band
     for item in folded.items:
         if isinstance(item, Fold):
             notes.append((len(rows) - 1, item.text))
         else:
+            if item in bands:
+                banded[len(rows) - 1] = bands[item]
             rows.append(_row(nodes[item], occupancy[item], width, codes, numbers, marked))
-    lines = [f"map: {summary(plan)}", _legend(codes, bool(marked)), ""]
+    lines = [f"map: {summary(plan)}", _legend(codes, bool(marked))]
+    renumbered = renumbered_note(plan)
+    lines += [renumbered, ""] if renumbered else [""]
     aligned = align(rows)
     for index, line in enumerate(aligned):
         lines.append(line)
         lines += [f"{'⋮':<4}  {text}" for after, text in notes if after == index]
+        if index in banded:
+            lines.append(f"── {banded[index]} ──")
     if folded.not_shown:
         lines.append(
             f"... {folded.not_shown} more nodes not shown (--format table or json lists all)"

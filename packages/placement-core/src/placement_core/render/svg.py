@@ -27,6 +27,7 @@ from placement_core.env import CPU_AFFINITY_ENV, HARDWARE_TYPE_ENV, VISIBILITY_E
 from placement_core.inventory import Accelerator, Node
 from placement_core.ranks import format_rank_list
 
+from ._domains import domain_bands, renumbered_note
 from ._grid import Fold, component_codes, device_name, fold_nodes, occupants_label
 from ._text import hardware_numbers, node_kind, plural, summary
 
@@ -208,7 +209,10 @@ class PlanPicture:
         """Every drawn row from height ``y``; returns the elements and the height used."""
         out: list[str] = ['<g class="rows">']
         top = y
+        bands = domain_bands(self.plan)
         for item in self.folded.items:
+            if not isinstance(item, Fold) and item in bands:
+                y = self._band(bands[item], y, out)
             if isinstance(item, Fold):
                 out.append(
                     f'<g class="fold tip" data-first="{item.first}" data-last="{item.last}">'
@@ -223,9 +227,20 @@ class PlanPicture:
         out.append("</g>")
         return out, y - top
 
+    def _band(self, text: str, y: float, out: list[str]) -> float:
+        """A domain's band: a rule across the grid and its label; returns the new y."""
+        out.append(
+            f'<g class="domain"><line x1="{PAD}" y1="{_n(y + 3)}" x2="{_n(self.width - PAD)}" '
+            f'y2="{_n(y + 3)}" stroke="#6b4fa0" stroke-width="2"/>'
+            f'<text class="h" x="{PAD}" y="{_n(y + 17)}" style="fill:#6b4fa0">'
+            f"{xml_escape(text)}</text></g>"
+        )
+        return y + FOLD_H + 6
+
     def notes(self) -> list[str]:
-        """Lines under the grid: nodes cut off, then the plan's warnings."""
-        lines = []
+        """Lines under the grid: nodes renumbered, nodes cut off, then the warnings."""
+        renumbered = renumbered_note(self.plan)
+        lines = [renumbered] if renumbered else []
         if self.folded.not_shown:
             lines.append(
                 f"... {plural(self.folded.not_shown, 'more node')} not shown "
