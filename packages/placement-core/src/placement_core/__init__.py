@@ -17,7 +17,9 @@ import logging
 from . import render as _render  # noqa: F401  (registers the plan's notebook picture)
 from ._assignments import plan_from_assignments
 from ._plan import NodeOccupancy, Occupancy, Plan, plan
+from ._replan import Replan, replan
 from ._sharing import shared_ranks
+from ._spares import Move, Spares
 from ._version import __version__
 from .busy import BusyAccelerator, busy_accelerators
 from .config import (
@@ -43,6 +45,7 @@ from .env import (
 from .errors import (
     ConfigError,
     InventoryError,
+    NoSpareError,
     PlacementError,
     PlacementRuleError,
     PlacementSyntaxError,
@@ -88,6 +91,8 @@ __all__ = [
     "InventoryEntry",
     "InventoryError",
     "ModelParallelLayout",
+    "Move",
+    "NoSpareError",
     "Node",
     "NodeGroup",
     "NodeOccupancy",
@@ -98,7 +103,9 @@ __all__ = [
     "PlacementSyntaxError",
     "Plan",
     "Problem",
+    "Replan",
     "ResourceSpace",
+    "Spares",
     "__version__",
     "attach_hardware",
     "build_space",
@@ -122,6 +129,7 @@ __all__ = [
     "plan_model_parallel",
     "register_hardware",
     "registered_hardware",
+    "replan",
     "shared_ranks",
     "strided_rollout",
     "worker_env",

@@ -23,6 +23,8 @@ from ._text import (
     from_node_note,
     hardware_numbers,
     node_kind,
+    node_tag,
+    spares_block,
     summary,
     warnings_block,
 )
@@ -85,7 +87,8 @@ def render_map(plan: Plan, *, max_nodes: int = 64) -> str:
         if isinstance(item, Fold):
             notes.append((len(rows) - 1, item.text))
         else:
-            rows.append(_row(nodes[item], occupancy[item], width, codes, numbers, marked))
+            row = _row(nodes[item], occupancy[item], width, codes, numbers, marked)
+            rows.append((row[0], row[1] + node_tag(plan, item), *row[2:]))
     lines = [f"map: {summary(plan)}", _legend(codes, bool(marked)), ""]
     aligned = align(rows)
     for index, line in enumerate(aligned):
@@ -95,6 +98,7 @@ def render_map(plan: Plan, *, max_nodes: int = 64) -> str:
         lines.append(
             f"... {folded.not_shown} more nodes not shown (--format table or json lists all)"
         )
+    lines += spares_block(plan)
     lines += warnings_block(plan)
     return "\n".join(lines) + "\n"
 
