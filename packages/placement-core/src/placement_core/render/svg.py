@@ -176,9 +176,10 @@ class PlanPicture:
             f"{scope} .u{{stroke:#1a1a1a;stroke-width:6px;stroke-linecap:round}}",
             f"{scope} .d{{stroke:#1a1a1a;stroke-width:1.5px}}",
             f"{scope} .tip:hover rect{{filter:brightness(1.08)}}",
-            f"{scope} .lost .nodelabel text{{fill:#b00020}}",
-            f"{scope} .spare .nodelabel text{{fill:#0072B2;font-weight:bold}}",
         ]
+        if self.plan.config.spare_nodes or self.plan.lost_nodes:
+            rules.append(f"{scope} .lost .nodelabel text{{fill:#b00020}}")
+            rules.append(f"{scope} .spare .nodelabel text{{fill:#0072B2;font-weight:bold}}")
         for s in self.swatches.values():
             rules.append(f"{scope} .f{s.key[1:]}{{fill:{s.colour}}}")
         return "<style>" + "".join(rules) + "</style>"
