@@ -174,7 +174,7 @@ def test_a_replanned_plan_pickles() -> None:
     assert again.lost_nodes == (1,)
 
 
-@pytest.mark.parametrize("lost", [[], "", [9], "9", [True], ["1"], [1.5]])
+@pytest.mark.parametrize("lost", [[], "", [9], "9", True, [True], ["1"], [1.5], 2.0, None])
 def test_bad_lost_sets_are_errors_at_lost(lost: Any) -> None:
     with pytest.raises((PlacementRuleError, PlacementSyntaxError)) as caught:
         replan(planned(), lost)

@@ -81,19 +81,22 @@ class Replan:
 
 def _lost_ranks(plan: Plan, lost: Iterable[int] | str | int) -> tuple[int, ...]:
     count = plan.inventory.num_nodes
-    if isinstance(lost, str | int) and not isinstance(lost, bool):
+    wrong = PlacementRuleError(
+        f"expected node ranks (a rank list such as '1,3-4', an int or ints), got {shown(lost)}",
+        path="lost",
+    )
+    if isinstance(lost, bool):
+        raise wrong
+    if isinstance(lost, str | int):
         try:
-            ranks = parse_rank_list(lost, available=range(count))
+            ranks: tuple[int, ...] = parse_rank_list(lost, available=range(count))
         except PlacementError as error:
             raise error.with_path("lost") from None
     else:
         try:
             ranks = tuple(sorted(set(lost)))
         except TypeError:
-            raise PlacementRuleError(
-                f"expected node ranks (a rank list such as '1,3-4' or ints), got {shown(lost)}",
-                path="lost",
-            ) from None
+            raise wrong from None
     if not ranks:
         raise PlacementRuleError("expected at least one lost node, got none", path="lost")
     bad = [r for r in ranks if not is_int(r) or not 0 <= r < count]
@@ -102,7 +105,7 @@ def _lost_ranks(plan: Plan, lost: Iterable[int] | str | int) -> tuple[int, ...]:
             f"{shown(bad[0])} is not a node of the plan: node ranks are 0-{count - 1}",
             path="lost",
         )
-    return tuple(ranks)
+    return ranks
 
 
 def _on_lost(plan: Plan, lost: frozenset[int]) -> dict[int, dict[str, list[int]]]:
