@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from placement_core._checks import nodes
 from placement_core._plan import Plan
 from placement_core.hardware import FROM_NODE_KEY
 from placement_core.inventory import Node
@@ -116,9 +117,7 @@ def spares_block(plan: Plan) -> list[str]:
         moved = {move.lost for move in plan.moves}
         idle = [rank for rank in plan.lost_nodes if rank not in moved]
         if idle:
-            lines.append(
-                f"  nothing ran on {'node' if len(idle) == 1 else 'nodes'} {format_rank_list(idle)}"
-            )
+            lines.append(f"  {nodes(idle)}: held no process, nothing moved")
     if plan.config.spare_nodes:
         lines += ["", f"spares: {format_rank_list(plan.config.spare_nodes)}"]
         lines += [f"  {line}" for line in plan.spares().lines()]
