@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -280,11 +281,10 @@ class Plan:
         """
         cached = self._cache.get("spares")
         if cached is None:
-            used = (
-                {p.node_rank for placements in self.components.values() for p in placements}
-                if self.config.spare_nodes
-                else ()
-            )
+            used: set[int] = set()
+            if self.config.spare_nodes:
+                for placements in self.components.values():
+                    used.update(map(attrgetter("node_rank"), placements))
             cached = spare_cover(self.config, self.inventory, used)
             self._cache["spares"] = cached
         return cached

@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
 from types import MappingProxyType
 
 from ._checks import nodes
@@ -24,7 +26,7 @@ from ._shown import shown
 from ._spares import Move, Profile, describe_profile, node_profile
 from .errors import NoSpareError, PlacementError, PlacementRuleError
 from .ranks import format_rank_list, parse_rank_list
-from .records import Placement
+from .records import Placement, gc_paused
 from .topology import TopologySolver
 
 __all__ = ["Replan", "replan"]
@@ -111,10 +113,12 @@ def _lost_ranks(plan: Plan, lost: Iterable[int] | str | int) -> tuple[int, ...]:
 def _on_lost(plan: Plan, lost: frozenset[int]) -> dict[int, dict[str, list[int]]]:
     """Per lost node that holds processes: component -> its ranks there."""
     held: dict[int, dict[str, list[int]]] = {}
+    node_rank = attrgetter("node_rank")
     for name, placements in plan.components.items():
-        for p in placements:
-            if p.node_rank in lost:
-                held.setdefault(p.node_rank, {}).setdefault(name, []).append(p.rank)
+        # At C speed: a plan may hold millions of placements and lose a handful of nodes.
+        ranks = compress(range(len(placements)), map(lost.__contains__, map(node_rank, placements)))
+        for rank in ranks:
+            held.setdefault(placements[rank].node_rank, {}).setdefault(name, []).append(rank)
     return held
 
 
@@ -185,6 +189,38 @@ def _moved(
     return fresh
 
 
+def _move(
+    plan: Plan, held: Mapping[int, Mapping[str, list[int]]], chosen: Mapping[int, int]
+) -> tuple[dict[str, tuple[Placement, ...]], list[Move]]:
+    """The components with every lost node's processes on its spare, and the moves."""
+    edited: dict[str, list[Placement]] = {}
+    moves: list[Move] = []
+    solver = TopologySolver(plan.inventory)
+    for lost_rank in sorted(held):
+        spare = chosen[lost_rank]
+        for name, moved_ranks in held[lost_rank].items():
+            placements = edited.get(name)
+            if placements is None:
+                placements = edited[name] = list(plan.components[name])
+            fresh = _moved(plan, solver, [placements[r] for r in moved_ranks], spare, name)
+            for r, p in zip(moved_ranks, fresh, strict=True):
+                placements[r] = p
+        moves.append(
+            Move(
+                lost_rank,
+                spare,
+                plan.inventory.nodes[lost_rank].node_id,
+                plan.inventory.nodes[spare].node_id,
+                MappingProxyType({k: tuple(v) for k, v in held[lost_rank].items()}),
+            )
+        )
+    components = {
+        name: tuple(edited[name]) if name in edited else placements
+        for name, placements in plan.components.items()
+    }
+    return components, moves
+
+
 def replan(plan: Plan, lost: Iterable[int] | str | int) -> Replan:
     """Move the processes of lost nodes to spare nodes.
 
@@ -225,26 +261,8 @@ def replan(plan: Plan, lost: Iterable[int] | str | int) -> Replan:
     free = [r for r in spares if r not in lost_set]
     held = _on_lost(plan, lost_set)
     chosen = _choose_spares(plan, held, free)
-    components = dict(plan.components)
-    moves: list[Move] = []
-    solver = TopologySolver(plan.inventory)
-    for lost_rank in sorted(held):
-        spare = chosen[lost_rank]
-        for name, moved_ranks in held[lost_rank].items():
-            placements = list(components[name])
-            fresh = _moved(plan, solver, [placements[r] for r in moved_ranks], spare, name)
-            for r, p in zip(moved_ranks, fresh, strict=True):
-                placements[r] = p
-            components[name] = tuple(placements)
-        moves.append(
-            Move(
-                lost_rank,
-                spare,
-                plan.inventory.nodes[lost_rank].node_id,
-                plan.inventory.nodes[spare].node_id,
-                MappingProxyType({k: tuple(v) for k, v in held[lost_rank].items()}),
-            )
-        )
+    with gc_paused():  # the copies of large components must not walk every record
+        components, moves = _move(plan, held, chosen)
     left = tuple(r for r in free if r not in chosen.values())
     new = Plan(
         plan.config.model_copy(update={"spare_nodes": left}),

@@ -139,20 +139,23 @@ def spare_cover(config: ClusterConfig, inventory: Inventory, used: Iterable[int]
     by_profile: dict[Profile, list[int]] = {}
     for rank in spares:
         by_profile.setdefault(node_profile(config, inventory, rank), []).append(rank)
-    replaces: dict[int, list[int]] = {rank: [] for rank in spares}
+    replaceable: dict[Profile, list[int]] = {profile: [] for profile in by_profile}
     uncovered: list[int] = []
     needs: dict[int, str] = {}
     for rank in sorted(set(used)):
         profile = node_profile(config, inventory, rank)
-        able = by_profile.get(profile)
+        able = replaceable.get(profile)
         if able is None:
             uncovered.append(rank)
             needs[rank] = describe_profile(profile)
-            continue
-        for spare in able:
-            replaces[spare].append(rank)
+        else:
+            able.append(rank)
+    replaces: dict[int, tuple[int, ...]] = {}
+    for profile, ranks in by_profile.items():
+        shared = tuple(replaceable[profile])
+        replaces.update(dict.fromkeys(ranks, shared))
     return Spares(
-        MappingProxyType({rank: tuple(used) for rank, used in replaces.items()}),
+        MappingProxyType(dict(sorted(replaces.items()))),
         tuple(uncovered),
         MappingProxyType(needs),
     )
