@@ -257,6 +257,7 @@ def bench(session: nox.Session) -> None:
     session.install(CORE)
     bench_script("benchmarks/bench_core_plan.py", *session.posargs)
     bench_script("benchmarks/bench_topology.py")
+    bench_script("benchmarks/bench_core_replan.py")
     session.install(NATIVE, env={"PLACEMENT_NATIVE_REQUIRE_EXTENSION": "1"})
     bench_script("benchmarks/bench_native_snapshot.py")
     bench_script("benchmarks/bench_native_ports.py")
