@@ -200,3 +200,25 @@ def test_a_moved_process_gets_the_spares_cpus() -> None:
     after = replan(before, 0).plan
     assert before.components["a"][0].cpus != after.components["a"][0].cpus
     assert {p.cpus for p in after.components["a"]} == {"100", "101"}
+
+
+def test_a_robot_controller_moves_to_the_spares_robot() -> None:
+    robots = {
+        "type": "Franka",
+        "configs": [
+            {"robot_ip": "10.0.0.1", "node_rank": 0},
+            {"robot_ip": "10.0.0.2", "node_rank": 1},
+        ],
+    }
+    document = {
+        "cluster": {
+            "num_nodes": 2,
+            "spare_nodes": "1",
+            "node_groups": [{"label": "franka", "node_ranks": "0-1", "hardware": robots}],
+            "component_placement": {"ctl": {"node_group": "franka", "placement": "0"}},
+        }
+    }
+    before = plan(document, Inventory.uniform(2, 0))
+    after = replan(before, 0).plan
+    assert after.components["ctl"][0].hardware_ranks == before.components["ctl"][0].hardware_ranks
+    assert after.hardware_configs("ctl", 0)[0]["robot_ip"] == "10.0.0.2"
