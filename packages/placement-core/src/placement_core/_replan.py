@@ -238,8 +238,9 @@ def replan(plan: Plan, lost: Iterable[int] | str | int) -> Replan:
     >>> r = replan(p, [1])
     >>> r.lines()
     ['actor 8-15: node 1 -> node 2']
-    >>> [x.node_rank for x in r.plan.components["actor"][7:9]], r.spares_left
-    ([0, 2], ())
+    >>> actor = r.plan.components["actor"]
+    >>> actor[7].node_rank, actor[8].node_rank, r.spares_left
+    (0, 2, ())
 
     Args:
         plan: The plan that lost the nodes (a plan from an earlier ``replan`` works too).
