@@ -165,3 +165,10 @@ def test_a_plan_without_spares_has_an_empty_spares_view() -> None:
     )
     assert dict(result.spares().replaces) == {}
     assert result.spares().lines() == []
+
+
+def test_spares_that_replace_the_same_nodes_share_a_line() -> None:
+    result = plan(
+        config(spare_nodes="2-3", component_placement={"a": "0-15"}), Inventory.uniform(4, 8)
+    )
+    assert result.spares().lines() == ["spare nodes 2-3: each can replace nodes 0-1"]

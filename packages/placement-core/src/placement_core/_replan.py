@@ -41,7 +41,7 @@ class Replan:
             unchanged (the same records), the used spares no longer listed in
             ``config.spare_nodes`` and ``plan.lost_nodes`` / ``plan.moves`` filled.
         before: The plan that lost the nodes.
-        lost: The nodes given as lost (new ones only), ascending.
+        lost: The nodes given as lost, ascending.
         moves: One per lost node that held processes, by lost node rank.
         dropped_spares: Lost nodes that were spares: dropped, nothing moves.
         idle: Lost nodes that held no process and were not spares.
@@ -83,12 +83,15 @@ class Replan:
 
 def _lost_ranks(plan: Plan, lost: Iterable[int] | str | int) -> tuple[int, ...]:
     count = plan.inventory.num_nodes
-    wrong = PlacementRuleError(
-        f"expected node ranks (a rank list such as '1,3-4', an int or ints), got {shown(lost)}",
-        path="lost",
-    )
+
+    def wrong() -> PlacementRuleError:
+        return PlacementRuleError(
+            f"expected node ranks (a rank list such as '1,3-4', an int or ints), got {shown(lost)}",
+            path="lost",
+        )
+
     if isinstance(lost, bool):
-        raise wrong
+        raise wrong()
     if isinstance(lost, str | int):
         try:
             ranks: tuple[int, ...] = parse_rank_list(lost, available=range(count))
@@ -98,7 +101,7 @@ def _lost_ranks(plan: Plan, lost: Iterable[int] | str | int) -> tuple[int, ...]:
         try:
             ranks = tuple(sorted(set(lost)))
         except TypeError:
-            raise wrong from None
+            raise wrong() from None
     if not ranks:
         raise PlacementRuleError("expected at least one lost node, got none", path="lost")
     bad = [r for r in ranks if not is_int(r) or not 0 <= r < count]

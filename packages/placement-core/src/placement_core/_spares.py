@@ -115,11 +115,16 @@ class Spares:
         return (Spares, (dict(self.replaces), self.uncovered, dict(self.needs)))
 
     def lines(self) -> list[str]:
-        """``spare node 16: can replace nodes 0-15`` per spare, then a note per need."""
+        """``spare node 16: can replace nodes 0-15`` (spares that replace the same nodes
+        share a line: ``spare nodes 16-17: each can replace nodes 0-15``), then a note per
+        need."""
+        by_used: dict[tuple[int, ...], list[int]] = {}
+        for spare, used in self.replaces.items():
+            by_used.setdefault(used, []).append(spare)
         out = [
-            f"spare node {spare}: "
+            f"spare {nodes(spares)}: {'each ' if len(spares) > 1 else ''}"
             + (f"can replace {nodes(used)}" if used else "can replace no used node")
-            for spare, used in self.replaces.items()
+            for used, spares in by_used.items()
         ]
         by_need: dict[str, list[int]] = {}
         for rank in self.uncovered:
