@@ -289,6 +289,7 @@ def test_json_schema_describes_the_yaml() -> None:
         "node_groups",
         "inventory",
         "node_order",
+        "spare_nodes",
         *RLINF_ONLY,
     }
     rule = defs["ComponentRule"]["properties"]
@@ -370,7 +371,7 @@ def test_a_key_neither_knows_is_still_an_error_with_did_you_mean() -> None:
         load_config({"cluster": {"num_nodes": 1, "component_placement": {"a": 0}, "tracr": {}}})
     assert str(caught.value) == (
         "cluster.tracr: unknown key; allowed keys: num_nodes, component_placement, "
-        "node_groups, inventory, node_order (did you mean 'tracer'?)"
+        "node_groups, inventory, node_order, spare_nodes (did you mean 'tracer'?)"
     )
 
 

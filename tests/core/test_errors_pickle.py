@@ -41,6 +41,12 @@ SAMPLES: dict[str, Callable[[type[Any]], BaseException]] = {
     "Issues": lambda cls: cls([(".node_ranks", "node 9 is out of range", 9)]),
     "FileRefused": lambda cls: cls("is a FIFO (named pipe), expected a YAML config"),
     "_Refused": lambda cls: cls(problem="the document nests deeper than 100 levels"),
+    "NoSpareError": lambda cls: cls(
+        "no compatible spare for lost node 1",
+        lost=(1,),
+        needs={1: "8x nvidia A800; node groups a800"},
+        path="cluster.spare_nodes",
+    ),
     "PlacementSyntaxError": lambda cls: cls(
         "expected INT", source="0-3:a", span=(4, 5), path="cluster.component_placement.x"
     ),

@@ -18,7 +18,9 @@ from . import render as _render  # noqa: F401  (registers the plan's notebook pi
 from ._assignments import plan_from_assignments
 from ._nvlink import order_by_nvlink_domain
 from ._plan import NodeOccupancy, Occupancy, Plan, plan
+from ._replan import Replan, replan
 from ._sharing import shared_ranks
+from ._spares import Move, Spares
 from ._version import __version__
 from .busy import BusyAccelerator, busy_accelerators
 from .config import (
@@ -44,6 +46,7 @@ from .env import (
 from .errors import (
     ConfigError,
     InventoryError,
+    NoSpareError,
     PlacementError,
     PlacementRuleError,
     PlacementSyntaxError,
@@ -89,6 +92,8 @@ __all__ = [
     "InventoryEntry",
     "InventoryError",
     "ModelParallelLayout",
+    "Move",
+    "NoSpareError",
     "Node",
     "NodeGroup",
     "NodeOccupancy",
@@ -99,7 +104,9 @@ __all__ = [
     "PlacementSyntaxError",
     "Plan",
     "Problem",
+    "Replan",
     "ResourceSpace",
+    "Spares",
     "__version__",
     "attach_hardware",
     "build_space",
@@ -124,6 +131,7 @@ __all__ = [
     "plan_model_parallel",
     "register_hardware",
     "registered_hardware",
+    "replan",
     "shared_ranks",
     "strided_rollout",
     "worker_env",

@@ -17,6 +17,7 @@ from ._plan import Plan
 from .config import ClusterConfig, load_config
 from .errors import PlacementRuleError
 from .inventory import Inventory
+from .ranks import format_rank_list
 from .records import Placement
 
 __all__ = ["Assignment", "plan_from_assignments"]
@@ -67,7 +68,7 @@ def plan_from_assignments(
     Raises:
         PlacementRuleError: an empty mapping or component, a malformed assignment, an
             unknown node, an accelerator id the node does not have, a repeated id in one
-            process, or a node outside ``node_group``.
+            process, a node outside ``node_group``, or a spare node of ``config``.
     """
     if not isinstance(assignments, Mapping) or not assignments:
         raise PlacementRuleError(
@@ -111,8 +112,15 @@ def _placements(
     order: dict[int, int] = {}
     seen: dict[int, int] = {}
     out = []
+    spares = frozenset(config.spare_nodes)
     for rank, (node_rank, ids) in enumerate(checked):
         config.node_environment(node_group, node_rank)  # the node must be in the group
+        if node_rank in spares:
+            raise PlacementRuleError(
+                f"node {node_rank} is a spare (cluster.spare_nodes "
+                f"{format_rank_list(config.spare_nodes)}): no component may use it",
+                path=f"{path}[{rank}]",
+            )
         node = inventory.nodes[node_rank]
         types = {a.index: a.type for a in node.accelerators}
         local = seen.get(node_rank, 0)

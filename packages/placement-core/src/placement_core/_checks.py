@@ -83,6 +83,7 @@ class ConfigFacts:
     groups: tuple[GroupFacts, ...] | None
     rules: tuple[RuleFacts, ...] | None
     inventory: tuple[tuple[int, ...] | None, ...]
+    spares: tuple[int, ...] | None = ()
 
 
 def nodes(ranks: Sequence[int]) -> str:
@@ -181,6 +182,8 @@ def _check_ranges(facts: ConfigFacts) -> Iterable[Issue]:
     for i, ranks in enumerate(facts.inventory):
         if ranks is not None and (bad := [r for r in ranks if r >= n]):
             yield f".inventory[{i}].node_ranks", message(bad), format_rank_list(ranks)
+    if facts.spares and (bad := [r for r in facts.spares if r >= n]):
+        yield ".spare_nodes", message(bad), format_rank_list(facts.spares)
 
 
 def _check_labels(facts: ConfigFacts) -> Iterable[Issue]:

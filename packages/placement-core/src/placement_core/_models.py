@@ -262,6 +262,9 @@ class InventoryEntry(_Model):
 class ClusterConfig(_Model):
     """The ``cluster:`` section: nodes, node groups, component placement, inventory.
 
+    ``spare_nodes`` (a rank list) are nodes no component may use, kept to take over the
+    processes of a lost node (see :func:`placement_core.replan`).
+
     Build it with :func:`load_config`, which reports every problem with its YAML path.
     """
 
@@ -269,7 +272,14 @@ class ClusterConfig(_Model):
     component_placement: dict[str, ComponentRule]
     node_groups: tuple[NodeGroup, ...] = ()
     inventory: tuple[InventoryEntry, ...] = ()
+<<<<<<< HEAD
     node_order: NodeOrder = "inventory"
+=======
+    spare_nodes: NodeRanks = Field(
+        default=(),
+        description="nodes no component may use, kept to take over a lost node's processes",
+    )
+>>>>>>> spares
 
     _components: dict[str, ComponentRule] | None = PrivateAttr(default=None)
     _ignored_keys: tuple[str, ...] = PrivateAttr(default=())
@@ -407,4 +417,5 @@ def _config_facts(config: ClusterConfig) -> ConfigFacts:
             for key, rule in config.component_placement.items()
         ),
         inventory=tuple(entry.node_ranks for entry in config.inventory),
+        spares=config.spare_nodes,
     )

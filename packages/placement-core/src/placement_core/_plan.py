@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -33,6 +34,7 @@ from ._limits import MAX_PROCESSES
 from ._nvlink import check_nvlink_groups, domain_packed_rule, order_by_nvlink_domain
 from ._scalars import is_int
 from ._shown import shown
+from ._spares import Move, Spares, refuse_spares, spare_cover
 from .busy import busy_accelerators
 from .config import ClusterConfig, ComponentRule, load_config
 from .env import worker_env
@@ -120,9 +122,13 @@ class Plan:
         components: Component name -> placements in rank order; config order.
         warnings: Things that are allowed but probably unintended.
         assigned: True when built by
-            :func:`~placement_core.plan_from_assignments`: the placements come
-            from explicit assignments, not from the config's rules, so the plan cannot be
+            :func:`~placement_core.plan_from_assignments` or
+            :func:`~placement_core.replan`: the placements come from explicit
+            assignments or moves, not from the config's rules, so the plan cannot be
             re-planned from its config.
+        lost_nodes: Nodes lost so far (:func:`~placement_core.replan`): they hold no
+            process; ascending.
+        moves: How the processes of lost nodes moved to spares, by lost node.
     """
 
     config: ClusterConfig
@@ -130,6 +136,8 @@ class Plan:
     components: Mapping[str, tuple[Placement, ...]]
     warnings: tuple[str, ...] = ()
     assigned: bool = False
+    lost_nodes: tuple[int, ...] = ()
+    moves: tuple[Move, ...] = ()
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __repr__(self) -> str:
@@ -241,7 +249,15 @@ class Plan:
         components = dict(self.components)
         return (
             _rebuild_plan,
-            (self.config, self.inventory, components, self.warnings, self.assigned),
+            (
+                self.config,
+                self.inventory,
+                components,
+                self.warnings,
+                self.assigned,
+                self.lost_nodes,
+                self.moves,
+            ),
         )
 
     def _repr_html_(self) -> str | None:
@@ -257,6 +273,21 @@ class Plan:
         if cached is None:
             cached = _occupancy(self)
             self._cache["occupancy"] = cached
+        return cached
+
+    def spares(self) -> Spares:
+        """The config's spare nodes and the used nodes each can take over (computed once).
+
+        See docs/guides/node-loss.md. Empty when the config has no ``spare_nodes``.
+        """
+        cached = self._cache.get("spares")
+        if cached is None:
+            used: set[int] = set()
+            if self.config.spare_nodes:
+                for placements in self.components.values():
+                    used.update(map(attrgetter("node_rank"), placements))
+            cached = spare_cover(self.config, self.inventory, used)
+            self._cache["spares"] = cached
         return cached
 
     def sharing(self) -> Mapping[str, tuple[str, ...]]:
@@ -291,8 +322,12 @@ def _rebuild_plan(
     components: dict[str, tuple[Placement, ...]],
     warnings: tuple[str, ...],
     assigned: bool = False,
+    lost_nodes: tuple[int, ...] = (),
+    moves: tuple[Move, ...] = (),
 ) -> Plan:
-    return Plan(config, inventory, MappingProxyType(components), warnings, assigned)
+    return Plan(
+        config, inventory, MappingProxyType(components), warnings, assigned, lost_nodes, moves
+    )
 
 
 def plan(
@@ -364,14 +399,12 @@ def plan(
         for key, rule in config.component_placement.items():
             parsed_rule, space = parsed[key]
             entries = resolve_rule(parsed_rule, space, stride=rule.stride)
+            base = f"cluster.component_placement.{key}"
+            if config.spare_nodes:
+                used = list(dict.fromkeys(run.node_rank for _, run, _ in entries))
+                refuse_spares(config, space, used, f"{base}.placement", rule.placement)
             entries, placements = _with_topology(
-                f"cluster.component_placement.{key}",
-                rule,
-                space,
-                entries,
-                inventory,
-                solver,
-                warnings,
+                base, rule, space, entries, inventory, solver, warnings
             )
             if parsed_rule.source != rule.placement and space.size > len(placements):
                 warnings.append(

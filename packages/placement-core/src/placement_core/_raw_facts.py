@@ -105,4 +105,5 @@ def raw_facts(section: Mapping[str, Any], context: Mapping[str, Any]) -> ConfigF
             _valid(_NODE_RANKS, entry, "node_ranks", **context)
             for entry in _mappings(section.get("inventory", ()))
         ),
+        spares=_valid(_NODE_RANKS, section, "spare_nodes", **context),
     )

@@ -5,7 +5,11 @@
     placement plan CONFIG [--inventory SNAPSHOT.json ...] [--accelerators-per-node N]
                           [--allow-missing-snapshots] [--format table|map|json|svg|html]
                           [--expand] [--output FILE] [--max-processes N] [--model-parallel]
+<<<<<<< HEAD
                           [--nvlink-groups]
+=======
+                          [--lose RANKS]
+>>>>>>> spares
     placement validate CONFIG [--inventory ...] [--accelerators-per-node N]
                               [--allow-missing-snapshots] [--max-processes N]
                               [--model-parallel] [--nvlink-groups]
@@ -32,6 +36,7 @@ from typing import TextIO
 from ._interpolate import JobDocument
 from ._limits import MAX_PROBLEMS_SHOWN, MAX_PROCESSES
 from ._plan import Plan, plan
+from ._replan import replan
 from ._shown import shown, shown_digits
 from ._version import __version__
 from ._yamlio import file_lines, line_of, read_document
@@ -39,6 +44,7 @@ from .config import ClusterConfig, config_json_schema, load_config
 from .errors import ConfigError, PlacementError
 from .inventory import MAX_ACCELERATORS_PER_NODE, Inventory
 from .model_parallel import derive_model_parallel, load_job, looks_model_parallel
+from .ranks import format_rank_list
 from .render import render_html, render_json, render_map, render_svg, render_table
 from .render._text import plural
 from .sources import inventory_for
@@ -158,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--expand", action="store_true", help="table: one row per process, no folding"
     )
     _add_max_processes(plan_parser)
+    plan_parser.add_argument(
+        "--lose",
+        metavar="RANKS",
+        help="show the plan after losing these nodes (a rank list such as 1,3-4): each "
+        "lost node's processes move to a compatible spare (cluster.spare_nodes)",
+    )
 
     validate_parser = commands.add_parser(
         "validate",
@@ -239,7 +251,15 @@ def _render(result: Plan, args: argparse.Namespace) -> str:
 
 def _run_plan(args: argparse.Namespace, out: TextIO) -> int:
     config, job = _load(args)
-    text = _render(_make_plan(config, job, args), args)
+    result = _make_plan(config, job, args)
+    if args.lose is not None:
+        try:
+            result = replan(result, args.lose).plan
+        except PlacementError as error:
+            if error.path == "lost":
+                raise error.with_path("--lose") from None
+            raise
+    text = _render(result, args)
     if args.output is None:
         out.write(text)
         return EXIT_OK
@@ -269,11 +289,17 @@ def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
             f"{args.config}: valid ({described}); {what}: no inventory (add an inventory: "
             "section, --inventory or --accelerators-per-node to check placements too)\n"
         )
+        if config.spare_nodes:
+            out.write(
+                f"{args.config}: spare nodes {format_rank_list(config.spare_nodes)} (which "
+                "nodes each can replace is known once planned)\n"
+            )
         return EXIT_OK
     result = _make_plan(config, job, args)
     processes = plural(sum(len(p) for p in result.components.values()), "process")
     warned = f", {plural(len(result.warnings), 'warning')}" if result.warnings else ""
     out.write(f"{args.config}: valid ({described}; {processes} planned{warned})\n")
+    out.writelines(f"{args.config}: {line}\n" for line in result.spares().lines())
     for warning in result.warnings:
         sys.stderr.write(f"{PROG}: warning: {warning}\n")
     return EXIT_OK

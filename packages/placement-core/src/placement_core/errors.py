@@ -9,7 +9,8 @@ Hierarchy::
     │                                   a rank list or placement rule does not parse;
     │                                   shows the source with a caret under the bad span
     ├── PlacementRuleError (ValueError) a well-formed rule that cannot be placed
-    │                                   (counts do not divide, a process spans nodes, ...)
+    │   │                               (counts do not divide, a process spans nodes, ...)
+    │   └── NoSpareError                a lost node has no compatible spare left
     └── InventoryError (ValueError)     a node snapshot or inventory is malformed
 
 Every exception pickles (they cross Ray process boundaries): constructor arguments are
@@ -29,6 +30,7 @@ from ._tokens import caret_block
 __all__ = [
     "ConfigError",
     "InventoryError",
+    "NoSpareError",
     "PlacementError",
     "PlacementRuleError",
     "PlacementSyntaxError",
@@ -156,6 +158,27 @@ class PlacementSyntaxError(PlacementError, ValueError):
 
 class PlacementRuleError(PlacementError, ValueError):
     """A well-formed placement that cannot be realised on the given resources."""
+
+
+class NoSpareError(PlacementRuleError):
+    """Lost nodes that no free spare can replace (:func:`placement_core.replan`).
+
+    Attributes:
+        lost: The lost nodes left without a spare, ascending.
+        needs: Per such node, what a spare would need to replace it.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        lost: tuple[int, ...],
+        needs: dict[int, str],
+        path: str | None = None,
+    ) -> None:
+        self.lost = lost
+        self.needs = needs
+        super().__init__(reason, path=path)
 
 
 class InventoryError(PlacementError, ValueError):

@@ -14,7 +14,7 @@ from placement_core._plan import NodeOccupancy, Plan
 from placement_core.inventory import Node
 from placement_core.ranks import format_rank_list
 
-from ._text import HardwareNumbers, node_kind
+from ._text import HardwareNumbers, node_kind, node_tag
 
 __all__ = [
     "CROSSING",
@@ -98,7 +98,7 @@ def node_shape(plan: Plan, node: Node, occupancy: NodeOccupancy) -> tuple[object
         (key, devices(occupants)) for key, occupants in sorted(occupancy.hardware.items())
     )
     node_level = tuple(dict.fromkeys(c for c, _ in occupancy.node))
-    return node_kind(node), cells, hardware, node_level
+    return node_kind(node) + node_tag(plan, node.rank), cells, hardware, node_level
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from placement_core._checks import nodes
 from placement_core._plan import Plan
 from placement_core.hardware import FROM_NODE_KEY
 from placement_core.inventory import Node
@@ -91,3 +92,33 @@ def from_node_note(config: Mapping[str, Any]) -> str:
     """`` (robot_ip from the node)`` for a device config that reads settings on its node."""
     fields = config.get(FROM_NODE_KEY) or {}
     return f" ({', '.join(fields)} from the node)" if fields else ""
+
+
+def node_tag(plan: Plan, node_rank: int) -> str:
+    """`` (spare)``, `` (lost: now node 16)`` or `` (spare: took over node 1)``; empty for
+    other nodes. See docs/guides/node-loss.md."""
+    for move in plan.moves:
+        if move.lost == node_rank:
+            return f" (lost: now node {move.spare})"
+        if move.spare == node_rank:
+            return f" (spare: took over node {move.lost})"
+    if node_rank in plan.lost_nodes:
+        return " (lost)"
+    return " (spare)" if node_rank in plan.config.spare_nodes else ""
+
+
+def spares_block(plan: Plan) -> list[str]:
+    """The moves of lost nodes' processes and the spares, each line indented, after a
+    blank line; none when the plan has neither."""
+    lines: list[str] = []
+    if plan.lost_nodes:
+        lines += ["", f"lost nodes: {format_rank_list(plan.lost_nodes)}"]
+        lines += [f"  {line}" for move in plan.moves for line in move.lines()]
+        moved = {move.lost for move in plan.moves}
+        idle = [rank for rank in plan.lost_nodes if rank not in moved]
+        if idle:
+            lines.append(f"  {nodes(idle)}: held no process, nothing moved")
+    if plan.config.spare_nodes:
+        lines += ["", f"spares: {format_rank_list(plan.config.spare_nodes)}"]
+        lines += [f"  {line}" for line in plan.spares().lines()]
+    return lines

@@ -62,9 +62,18 @@ def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
     node_group, isolate_accelerator, interpreter, env`` (``interpreter``: the node
     group's python on that node, or None); plus ``link, numa_node, cpus`` when the
     inventory carries topology (node snapshots), when nodes also list their ``links``
+<<<<<<< HEAD
     and accelerators their ``memory_used_bytes`` and ``processes``; plus
     ``nvlink_domain`` (the node's NVLink domain, or None) on each placement and node
     when any node has a domain.
+=======
+    and accelerators their ``memory_used_bytes`` and ``processes``. A config with
+    ``spare_nodes`` adds ``spares`` (``nodes``: each spare's ``node_rank`` and the used
+    nodes it ``replaces``; ``uncovered``: used nodes no spare can replace and what one
+    would need); a plan from :func:`~placement_core.replan` adds ``lost`` (``nodes``
+    and the ``moves``: ``lost``, ``spare``, their node ids and the ``ranks`` moved per
+    component).
+>>>>>>> spares
 
     Args:
         plan: The plan.
@@ -85,15 +94,46 @@ def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
             )
             for p in placements
         ]
+<<<<<<< HEAD
         if domains:
             for out, p in zip(components[name], placements, strict=True):
                 out["nvlink_domain"] = nodes[p.node_rank].nvlink_domain
     return {
+=======
+    out = {
+>>>>>>> spares
         "schema": JSON_SCHEMA_VERSION,
         "nodes": [_node(node, topology, domains) for node in nodes],
         "components": components,
         "warnings": list(plan.warnings),
     }
+    return out | _spares(plan)
+
+
+def _spares(plan: Plan) -> dict[str, Any]:
+    """``spares`` and ``lost``, present only when the plan has spares or lost nodes."""
+    out: dict[str, Any] = {}
+    if plan.config.spare_nodes:
+        spares = plan.spares()
+        out["spares"] = {
+            "nodes": [{"node_rank": r, "replaces": list(u)} for r, u in spares.replaces.items()],
+            "uncovered": [{"node_rank": r, "needs": spares.needs[r]} for r in spares.uncovered],
+        }
+    if plan.lost_nodes:
+        out["lost"] = {
+            "nodes": list(plan.lost_nodes),
+            "moves": [
+                {
+                    "lost": m.lost,
+                    "spare": m.spare,
+                    "lost_node_id": m.lost_node_id,
+                    "spare_node_id": m.spare_node_id,
+                    "ranks": {name: list(ranks) for name, ranks in m.ranks.items()},
+                }
+                for m in plan.moves
+            ],
+        }
+    return out
 
 
 def _placement(

@@ -24,6 +24,8 @@ from ._text import (
     from_node_note,
     hardware_numbers,
     node_kind,
+    node_tag,
+    spares_block,
     summary,
     warnings_block,
 )
@@ -88,12 +90,18 @@ def render_map(plan: Plan, *, max_nodes: int = 64) -> str:
         if isinstance(item, Fold):
             notes.append((len(rows) - 1, item.text))
         else:
+<<<<<<< HEAD
             if item in bands:
                 banded[len(rows) - 1] = bands[item]
             rows.append(_row(nodes[item], occupancy[item], width, codes, numbers, marked))
     lines = [f"map: {summary(plan)}", _legend(codes, bool(marked))]
     renumbered = renumbered_note(plan)
     lines += [renumbered, ""] if renumbered else [""]
+=======
+            row = _row(nodes[item], occupancy[item], width, codes, numbers, marked)
+            rows.append((row[0], row[1] + node_tag(plan, item), *row[2:]))
+    lines = [f"map: {summary(plan)}", _legend(codes, bool(marked)), ""]
+>>>>>>> spares
     aligned = align(rows)
     for index, line in enumerate(aligned):
         lines.append(line)
@@ -104,6 +112,7 @@ def render_map(plan: Plan, *, max_nodes: int = 64) -> str:
         lines.append(
             f"... {folded.not_shown} more nodes not shown (--format table or json lists all)"
         )
+    lines += spares_block(plan)
     lines += warnings_block(plan)
     return "\n".join(lines) + "\n"
 

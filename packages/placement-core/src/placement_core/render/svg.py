@@ -29,7 +29,7 @@ from placement_core.ranks import format_rank_list
 
 from ._domains import domain_bands, renumbered_note
 from ._grid import Fold, component_codes, device_name, fold_nodes, occupants_label
-from ._text import hardware_numbers, node_kind, plural, summary
+from ._text import hardware_numbers, node_kind, node_tag, plural, spares_block, summary
 
 __all__ = ["PALETTE", "PlanPicture", "Swatch", "render_svg", "xml_escape"]
 
@@ -148,7 +148,7 @@ class PlanPicture:
         # Whole pixels keep the many coordinates short.
         self.cell_w = float(max(34, round(CHAR_W * min(longest, MAX_LABEL) + 10)))
         self.node_w = float(round(CHAR_W * max(4, len(str(len(self._nodes) - 1))) + 14))
-        kinds = [len(node_kind(node)) for node in drawn]
+        kinds = [len(node_kind(node) + node_tag(plan, node.rank)) for node in drawn]
         self.kind_w = float(round(CHAR_W * max(12, *kinds, 0) + 14))
         self.x_cells = PAD + self.node_w + self.kind_w
         self.x_extras = self.x_cells + self.columns * (self.cell_w + CELL_GAP) + 10
@@ -178,6 +178,9 @@ class PlanPicture:
             f"{scope} .d{{stroke:#1a1a1a;stroke-width:1.5px}}",
             f"{scope} .tip:hover rect{{filter:brightness(1.08)}}",
         ]
+        if self.plan.config.spare_nodes or self.plan.lost_nodes:
+            rules.append(f"{scope} .lost .nodelabel text{{fill:#b00020}}")
+            rules.append(f"{scope} .spare .nodelabel text{{fill:#0072B2;font-weight:bold}}")
         for s in self.swatches.values():
             rules.append(f"{scope} .f{s.key[1:]}{{fill:{s.colour}}}")
         return "<style>" + "".join(rules) + "</style>"
@@ -238,14 +241,20 @@ class PlanPicture:
         return y + FOLD_H + 6
 
     def notes(self) -> list[str]:
+<<<<<<< HEAD
         """Lines under the grid: nodes renumbered, nodes cut off, then the warnings."""
         renumbered = renumbered_note(self.plan)
         lines = [renumbered] if renumbered else []
+=======
+        """Lines under the grid: nodes cut off, lost nodes' moves and spares, warnings."""
+        lines = []
+>>>>>>> spares
         if self.folded.not_shown:
             lines.append(
                 f"... {plural(self.folded.not_shown, 'more node')} not shown "
                 "(--format table or json lists all)"
             )
+        lines += [line for line in spares_block(self.plan) if line]
         lines += [f"warning: {warning}" for warning in self.plan.warnings]
         return lines
 
@@ -295,12 +304,14 @@ class PlanPicture:
         occupancy = self._occupancy[rank]
         links = self._links(node, occupancy)
         # Coordinates inside a row are relative to its top: shorter numbers, many rows.
-        out.append(f'<g class="node" data-node="{rank}" transform="translate(0,{_n(top)})">')
+        tag = node_tag(self.plan, rank)
+        role = "" if not tag else " lost" if tag.startswith(" (lost") else " spare"
+        out.append(f'<g class="node{role}" data-node="{rank}" transform="translate(0,{_n(top)})">')
         y = 0.0
         out.append(
             f'<g class="nodelabel tip"><text x="{PAD}" y="{_n(y + 16)}">{rank}</text>'
             f'<text x="{_n(PAD + self.node_w)}" y="{_n(y + 16)}">'
-            f"{xml_escape(node_kind(node))}</text><title>{xml_escape(self._node_tip(node))}"
+            f"{xml_escape(node_kind(node) + tag)}</text><title>{xml_escape(self._node_tip(node))}"
             "</title></g>"
         )
         for col, accelerator in enumerate(node.accelerators):
@@ -460,6 +471,13 @@ class PlanPicture:
         groups = self._groups.get(node.rank)
         if groups:
             lines.append("node groups: " + ", ".join(groups))
+        tag = node_tag(self.plan, node.rank).strip(" ()")
+        replaces = self.plan.spares().replaces.get(node.rank)
+        if replaces is not None:
+            used = f"nodes {format_rank_list(replaces)}" if replaces else "no used node"
+            tag += f": can replace {used}"
+        if tag:
+            lines.append(tag)
         return "\n".join(lines)
 
     def _accelerator_tip(

@@ -10,7 +10,15 @@ from placement_core.ranks import format_rank_list, parse_rank_list
 from placement_core.records import Placement
 from placement_core.topology import inventory_has_topology
 
-from ._text import HardwareNumbers, align, hardware_numbers, ranks, summary, warnings_block
+from ._text import (
+    HardwareNumbers,
+    align,
+    hardware_numbers,
+    ranks,
+    spares_block,
+    summary,
+    warnings_block,
+)
 
 __all__ = ["render_table"]
 
@@ -43,7 +51,7 @@ def render_table(plan: Plan, *, fold: bool = True) -> str:
     disjoint and equal); rows fold only over equal links and NUMA nodes.
     """
     topology = inventory_has_topology(plan.inventory)
-    lines = [f"plan: {summary(plan)}"]
+    lines = [f"plan: {summary(plan)}", *spares_block(plan)]
     numbers = hardware_numbers(plan)
     sharing = plan.sharing()
     for name, placements in plan.components.items():

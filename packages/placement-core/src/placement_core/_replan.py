@@ -1,0 +1,281 @@
+"""Takeover on paper: move the processes of lost nodes to spare nodes.
+
+See docs/guides/node-loss.md.
+
+:func:`replan` is pure and deterministic: the offline view (``placement plan --lose``)
+and a live recovery make the same decision from the same plan. Each lost node's
+processes move together to one compatible spare (:mod:`placement_core._spares`), lost
+nodes in rank order, each taking the lowest-ranked compatible spare still free. Because
+compatibility is equality of node profiles, this greedy choice finds a spare for every
+lost node whenever any assignment could.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
+from types import MappingProxyType
+
+from ._checks import nodes
+from ._plan import Plan
+from ._scalars import is_int
+from ._shown import shown
+from ._spares import Move, Profile, describe_profile, node_profile
+from .errors import NoSpareError, PlacementError, PlacementRuleError
+from .ranks import format_rank_list, parse_rank_list
+from .records import Placement, gc_paused
+from .topology import TopologySolver
+
+__all__ = ["Replan", "replan"]
+
+
+@dataclass(frozen=True, slots=True)
+class Replan:
+    """The plan after losing nodes, and how processes moved.
+
+    Attributes:
+        plan: The new plan: the moved processes on their spares, every other placement
+            unchanged (the same records), the used spares no longer listed in
+            ``config.spare_nodes`` and ``plan.lost_nodes`` / ``plan.moves`` filled.
+        before: The plan that lost the nodes.
+        lost: The nodes given as lost, ascending.
+        moves: One per lost node that held processes, by lost node rank.
+        dropped_spares: Lost nodes that were spares: dropped, nothing moves.
+        idle: Lost nodes that held no process and were not spares.
+    """
+
+    plan: Plan
+    before: Plan
+    lost: tuple[int, ...]
+    moves: tuple[Move, ...]
+    dropped_spares: tuple[int, ...]
+    idle: tuple[int, ...]
+
+    @property
+    def spares_left(self) -> tuple[int, ...]:
+        """The spares still free after the moves."""
+        return self.plan.config.spare_nodes
+
+    def master_moves(self) -> dict[str, tuple[int, int]]:
+        """Component -> ``(old node, new node)`` of each component whose rank 0 moved.
+
+        Those components' ``MASTER_ADDR`` is now the new node's address.
+        """
+        return {
+            component: (move.lost, move.spare)
+            for move in self.moves
+            for component, ranks in move.ranks.items()
+            if ranks[0] == 0
+        }
+
+    def lines(self) -> list[str]:
+        """The moves as text: ``actor 8-15: node 1 -> node 16``, then dropped and idle nodes."""
+        out = [line for move in self.moves for line in move.lines()]
+        if self.dropped_spares:
+            out.append(f"lost spare {nodes(self.dropped_spares)}: dropped")
+        if self.idle:
+            out.append(f"lost {nodes(self.idle)}: held no process, nothing moves")
+        return out
+
+
+def _lost_ranks(plan: Plan, lost: Iterable[int] | str | int) -> tuple[int, ...]:
+    count = plan.inventory.num_nodes
+
+    def wrong() -> PlacementRuleError:
+        return PlacementRuleError(
+            f"expected node ranks (a rank list such as '1,3-4', an int or ints), got {shown(lost)}",
+            path="lost",
+        )
+
+    if isinstance(lost, bool):
+        raise wrong()
+    if isinstance(lost, str | int):
+        try:
+            ranks: tuple[int, ...] = parse_rank_list(lost, available=range(count))
+        except PlacementError as error:
+            raise error.with_path("lost") from None
+    else:
+        try:
+            ranks = tuple(sorted(set(lost)))
+        except TypeError:
+            raise wrong() from None
+    if not ranks:
+        raise PlacementRuleError("expected at least one lost node, got none", path="lost")
+    bad = [r for r in ranks if not is_int(r) or not 0 <= r < count]
+    if bad:
+        raise PlacementRuleError(
+            f"{shown(bad[0])} is not a node of the plan: node ranks are 0-{count - 1}",
+            path="lost",
+        )
+    return ranks
+
+
+def _on_lost(plan: Plan, lost: frozenset[int]) -> dict[int, dict[str, list[int]]]:
+    """Per lost node that holds processes: component -> its ranks there."""
+    held: dict[int, dict[str, list[int]]] = {}
+    node_rank = attrgetter("node_rank")
+    for name, placements in plan.components.items():
+        # At C speed: a plan may hold millions of placements and lose a handful of nodes.
+        ranks = compress(range(len(placements)), map(lost.__contains__, map(node_rank, placements)))
+        for rank in ranks:
+            held.setdefault(placements[rank].node_rank, {}).setdefault(name, []).append(rank)
+    return held
+
+
+def _choose_spares(plan: Plan, held: Mapping[int, object], free: list[int]) -> dict[int, int]:
+    """Lost node -> spare: lost nodes ascending, each the lowest compatible free spare.
+
+    Raises:
+        NoSpareError: Some lost node has no compatible spare left.
+    """
+    profile: dict[int, Profile] = {
+        rank: node_profile(plan.config, plan.inventory, rank) for rank in free
+    }
+    chosen: dict[int, int] = {}
+    missing: list[tuple[int, str]] = []
+    for lost in sorted(held):
+        need = node_profile(plan.config, plan.inventory, lost)
+        spare = next((s for s in free if s not in chosen.values() and profile[s] == need), None)
+        if spare is None:
+            missing.append((lost, describe_profile(need)))
+        else:
+            chosen[lost] = spare
+    if missing:
+        raise _no_spare(missing, free, chosen)
+    return chosen
+
+
+def _no_spare(
+    missing: list[tuple[int, str]], free: list[int], chosen: Mapping[int, int]
+) -> NoSpareError:
+    reasons = "; ".join(f"node {lost} needs a spare with {need}" for lost, need in missing)
+    left = [s for s in free if s not in chosen.values()]
+    taken = ", ".join(f"spare {s} takes over node {lost}" for lost, s in chosen.items())
+    if left:
+        spares = f"the spares left ({format_rank_list(left)}) differ"
+    else:
+        spares = "no spare is left" if free else "the plan has no spare left"
+    spares += f" ({taken})" if taken else ""
+    return NoSpareError(
+        f"no compatible spare for lost {nodes([m[0] for m in missing])}: {reasons}; {spares}",
+        lost=tuple(m[0] for m in missing),
+        needs=dict(missing),
+        path="cluster.spare_nodes",
+    )
+
+
+def _moved(
+    plan: Plan, solver: TopologySolver, placements: list[Placement], spare: int, name: str
+) -> list[Placement]:
+    """The placements of one component on one lost node, on the spare instead.
+
+    Link, NUMA node and CPUs are the spare's, as its snapshot gives them.
+    """
+    node_id = plan.inventory.nodes[spare].node_id
+    fresh = [
+        dataclasses.replace(
+            p, node_rank=spare, node_id=node_id, link=None, numa_node=None, cpus=None
+        )
+        for p in placements
+    ]
+    if solver.active:
+        rule = plan.config.components().get(name)
+        solver.annotate(
+            fresh,
+            numa_node=None if rule is None or plan.assigned else rule.numa_node,
+            path=f"cluster.component_placement.{name}",
+            whole_nodes=all(not p.hardware_ranks for p in fresh),
+        )
+    return fresh
+
+
+def _move(
+    plan: Plan, held: Mapping[int, Mapping[str, list[int]]], chosen: Mapping[int, int]
+) -> tuple[dict[str, tuple[Placement, ...]], list[Move]]:
+    """The components with every lost node's processes on its spare, and the moves."""
+    edited: dict[str, list[Placement]] = {}
+    moves: list[Move] = []
+    solver = TopologySolver(plan.inventory)
+    for lost_rank in sorted(held):
+        spare = chosen[lost_rank]
+        for name, moved_ranks in held[lost_rank].items():
+            placements = edited.get(name)
+            if placements is None:
+                placements = edited[name] = list(plan.components[name])
+            fresh = _moved(plan, solver, [placements[r] for r in moved_ranks], spare, name)
+            for r, p in zip(moved_ranks, fresh, strict=True):
+                placements[r] = p
+        moves.append(
+            Move(
+                lost_rank,
+                spare,
+                plan.inventory.nodes[lost_rank].node_id,
+                plan.inventory.nodes[spare].node_id,
+                MappingProxyType({k: tuple(v) for k, v in held[lost_rank].items()}),
+            )
+        )
+    components = {
+        name: tuple(edited[name]) if name in edited else placements
+        for name, placements in plan.components.items()
+    }
+    return components, moves
+
+
+def replan(plan: Plan, lost: Iterable[int] | str | int) -> Replan:
+    """Move the processes of lost nodes to spare nodes.
+
+    Each lost node's processes move together to one compatible spare (same
+    accelerators, node groups and group environment; see :meth:`Plan.spares`): lost
+    nodes in rank order, each to the lowest-ranked compatible spare still free. A moved
+    process keeps its rank, local rank, local world size, accelerator ids on its node,
+    visible devices and group env; only its node and what derives from it change (node
+    id, link, NUMA node and CPUs as the spare's snapshot gives them, hardware configs,
+    and ``MASTER_ADDR`` of a component whose rank 0 moved). Pure and deterministic.
+
+    >>> from placement_core import Inventory, plan, replan
+    >>> p = plan({"cluster": {"num_nodes": 3, "spare_nodes": "2",
+    ...     "component_placement": {"actor": "0-15"}}}, Inventory.uniform(3, 8))
+    >>> r = replan(p, [1])
+    >>> r.lines()
+    ['actor 8-15: node 1 -> node 2']
+    >>> actor = r.plan.components["actor"]
+    >>> actor[7].node_rank, actor[8].node_rank, r.spares_left
+    (0, 2, ())
+
+    Args:
+        plan: The plan that lost the nodes (a plan from an earlier ``replan`` works too).
+        lost: The lost nodes: a rank list (``"1,3-4"``), an int or ints.
+
+    Returns:
+        The new plan and the moves; a lost spare is dropped from ``spare_nodes``.
+
+    Raises:
+        PlacementRuleError: ``lost`` is empty or names a node outside the plan.
+        PlacementSyntaxError: ``lost`` is a rank list that does not parse.
+        NoSpareError: A lost node has no compatible spare left; the message names it
+            and what a spare would need. Nothing is moved.
+    """
+    ranks = _lost_ranks(plan, lost)
+    lost_set = frozenset(ranks)
+    spares = plan.config.spare_nodes
+    dropped = tuple(r for r in ranks if r in spares)
+    free = [r for r in spares if r not in lost_set]
+    held = _on_lost(plan, lost_set)
+    chosen = _choose_spares(plan, held, free)
+    with gc_paused():  # the copies of large components must not walk every record
+        components, moves = _move(plan, held, chosen)
+    left = tuple(r for r in free if r not in chosen.values())
+    new = Plan(
+        plan.config.model_copy(update={"spare_nodes": left}),
+        plan.inventory,
+        MappingProxyType(components),
+        plan.warnings,
+        True,
+        tuple(sorted({*plan.lost_nodes, *ranks})),
+        (*plan.moves, *moves),
+    )
+    idle = tuple(r for r in ranks if r not in held and r not in spares)
+    return Replan(new, plan, ranks, tuple(moves), dropped, idle)
