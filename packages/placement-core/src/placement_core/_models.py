@@ -272,14 +272,11 @@ class ClusterConfig(_Model):
     component_placement: dict[str, ComponentRule]
     node_groups: tuple[NodeGroup, ...] = ()
     inventory: tuple[InventoryEntry, ...] = ()
-<<<<<<< HEAD
     node_order: NodeOrder = "inventory"
-=======
     spare_nodes: NodeRanks = Field(
         default=(),
         description="nodes no component may use, kept to take over a lost node's processes",
     )
->>>>>>> spares
 
     _components: dict[str, ComponentRule] | None = PrivateAttr(default=None)
     _ignored_keys: tuple[str, ...] = PrivateAttr(default=())

@@ -5,11 +5,8 @@
     placement plan CONFIG [--inventory SNAPSHOT.json ...] [--accelerators-per-node N]
                           [--allow-missing-snapshots] [--format table|map|json|svg|html]
                           [--expand] [--output FILE] [--max-processes N] [--model-parallel]
-<<<<<<< HEAD
                           [--nvlink-groups]
-=======
                           [--lose RANKS]
->>>>>>> spares
     placement validate CONFIG [--inventory ...] [--accelerators-per-node N]
                               [--allow-missing-snapshots] [--max-processes N]
                               [--model-parallel] [--nvlink-groups]

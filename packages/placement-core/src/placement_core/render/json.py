@@ -62,18 +62,13 @@ def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
     node_group, isolate_accelerator, interpreter, env`` (``interpreter``: the node
     group's python on that node, or None); plus ``link, numa_node, cpus`` when the
     inventory carries topology (node snapshots), when nodes also list their ``links``
-<<<<<<< HEAD
     and accelerators their ``memory_used_bytes`` and ``processes``; plus
     ``nvlink_domain`` (the node's NVLink domain, or None) on each placement and node
-    when any node has a domain.
-=======
-    and accelerators their ``memory_used_bytes`` and ``processes``. A config with
-    ``spare_nodes`` adds ``spares`` (``nodes``: each spare's ``node_rank`` and the used
-    nodes it ``replaces``; ``uncovered``: used nodes no spare can replace and what one
-    would need); a plan from :func:`~placement_core.replan` adds ``lost`` (``nodes``
-    and the ``moves``: ``lost``, ``spare``, their node ids and the ``ranks`` moved per
-    component).
->>>>>>> spares
+    when any node has a domain. A config with ``spare_nodes`` adds ``spares`` (``nodes``:
+    each spare's ``node_rank`` and the used nodes it ``replaces``; ``uncovered``: used
+    nodes no spare can replace and what one would need); a plan from
+    :func:`~placement_core.replan` adds ``lost`` (``nodes`` and the ``moves``: ``lost``,
+    ``spare``, their node ids and the ``ranks`` moved per component).
 
     Args:
         plan: The plan.
@@ -94,14 +89,10 @@ def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
             )
             for p in placements
         ]
-<<<<<<< HEAD
         if domains:
             for out, p in zip(components[name], placements, strict=True):
                 out["nvlink_domain"] = nodes[p.node_rank].nvlink_domain
-    return {
-=======
     out = {
->>>>>>> spares
         "schema": JSON_SCHEMA_VERSION,
         "nodes": [_node(node, topology, domains) for node in nodes],
         "components": components,

@@ -90,18 +90,13 @@ def render_map(plan: Plan, *, max_nodes: int = 64) -> str:
         if isinstance(item, Fold):
             notes.append((len(rows) - 1, item.text))
         else:
-<<<<<<< HEAD
             if item in bands:
                 banded[len(rows) - 1] = bands[item]
-            rows.append(_row(nodes[item], occupancy[item], width, codes, numbers, marked))
+            row = _row(nodes[item], occupancy[item], width, codes, numbers, marked)
+            rows.append((row[0], row[1] + node_tag(plan, item), *row[2:]))
     lines = [f"map: {summary(plan)}", _legend(codes, bool(marked))]
     renumbered = renumbered_note(plan)
     lines += [renumbered, ""] if renumbered else [""]
-=======
-            row = _row(nodes[item], occupancy[item], width, codes, numbers, marked)
-            rows.append((row[0], row[1] + node_tag(plan, item), *row[2:]))
-    lines = [f"map: {summary(plan)}", _legend(codes, bool(marked)), ""]
->>>>>>> spares
     aligned = align(rows)
     for index, line in enumerate(aligned):
         lines.append(line)

@@ -241,14 +241,9 @@ class PlanPicture:
         return y + FOLD_H + 6
 
     def notes(self) -> list[str]:
-<<<<<<< HEAD
-        """Lines under the grid: nodes renumbered, nodes cut off, then the warnings."""
+        """Lines under the grid: renumbered nodes, nodes cut off, moves, spares, warnings."""
         renumbered = renumbered_note(self.plan)
         lines = [renumbered] if renumbered else []
-=======
-        """Lines under the grid: nodes cut off, lost nodes' moves and spares, warnings."""
-        lines = []
->>>>>>> spares
         if self.folded.not_shown:
             lines.append(
                 f"... {plural(self.folded.not_shown, 'more node')} not shown "
