@@ -38,7 +38,7 @@ from .config import ClusterConfig, config_json_schema, load_config
 from .errors import ConfigError, PlacementError
 from .inventory import MAX_ACCELERATORS_PER_NODE, Inventory
 from .model_parallel import derive_model_parallel, load_job, looks_model_parallel
-from .render import render_html, render_json, render_map, render_svg, render_table
+from .render import render_html, render_map, render_svg, render_table, write_json
 from .render._text import plural
 from .sources import inventory_for
 
@@ -217,30 +217,41 @@ def _make_plan(config: ClusterConfig, job: JobDocument | None, args: argparse.Na
     return plan(layout.config, inventory, max_processes=args.max_processes)
 
 
-def _render(result: Plan, args: argparse.Namespace) -> str:
+def _render(result: Plan, args: argparse.Namespace, out: TextIO) -> None:
     if args.format == "json":
-        return render_json(result)
-    if args.format == "map":
-        return render_map(result)
-    if args.format == "svg":
-        return render_svg(result)
-    if args.format == "html":
-        return render_html(result)
-    return render_table(result, fold=not args.expand)
+        write_json(result, out)  # streamed: millions of placements never sit in memory whole
+    elif args.format == "map":
+        out.write(render_map(result))
+    elif args.format == "svg":
+        out.write(render_svg(result))
+    elif args.format == "html":
+        out.write(render_html(result))
+    else:
+        out.write(render_table(result, fold=not args.expand))
 
 
 def _run_plan(args: argparse.Namespace, out: TextIO) -> int:
     config, job = _load(args)
-    text = _render(_make_plan(config, job, args), args)
+    result = _make_plan(config, job, args)
     if args.output is None:
-        out.write(text)
+        _render(result, args, out)
         return EXIT_OK
     try:
-        Path(args.output).write_text(text, encoding="utf-8")
+        with open(args.output, "w", encoding="utf-8") as file:
+            _render(result, args, file)
     except OSError as error:
         sys.stderr.write(f"{PROG}: error: cannot write {args.output}: {error.strerror or error}\n")
         return EXIT_INVALID
+    size = Path(args.output).stat().st_size
+    sys.stderr.write(f"{PROG}: wrote {args.output} ({args.format}, {_bytes(size)})\n")
     return EXIT_OK
+
+
+def _bytes(size: int) -> str:
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return plural(size, "byte")
 
 
 def _run_validate(args: argparse.Namespace, out: TextIO) -> int:

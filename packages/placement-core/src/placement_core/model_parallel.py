@@ -55,7 +55,7 @@ from .errors import ConfigError, Problem
 from .inventory import Inventory
 from .rules import parse_rule
 from .sources import attach_hardware, inventory_for
-from .spaces import build_space
+from .spaces import ResourceSpace, build_space
 
 __all__ = [
     "MODEL_PARALLEL_COMPONENTS",
@@ -290,6 +290,7 @@ class _Deriver:
         self.config = config
         self.inventory = inventory
         self.rules = config.components()
+        self._spaces: dict[tuple[str, ...], ResourceSpace] = {}
         self.gpus: dict[str, _Ranks] = {}
         for name in ("actor", "rollout", "critic", "critic_inference", "reward"):
             if name in self.rules:
@@ -307,12 +308,18 @@ class _Deriver:
         rule = self.rules[name]
         path = f"{_PLACEMENT}.{rule.key}"
         parsed = parse_rule(rule.placement, path=f"{path}.placement")
-        space = build_space(self.inventory, self.config, rule.node_groups, path=path)
+        space = self._space(rule.node_groups, path)
         spans: list[range] = []
         for segment in parsed.segments:
             first, last = segment.resources or (0, space.size - 1)
             spans.append(range(first, last + 1))
         return _Ranks.of(spans)
+
+    def _space(self, groups: tuple[str, ...], path: str | None) -> ResourceSpace:
+        # One space per set of groups: on 100,000 nodes each costs a pass over them.
+        if groups not in self._spaces:
+            self._spaces[groups] = build_space(self.inventory, self.config, groups, path=path)
+        return self._spaces[groups]
 
     def _size(self, path: str, default: int) -> int:
         value = self.doc.get(path, default)
@@ -660,7 +667,7 @@ class _Deriver:
         if self.doc.get("runner.task_type", None) == "reasoning_eval":
             return self._run_eval()
         self._check_inputs()
-        num_gpus = build_space(self.inventory, self.config, self.rules["actor"].node_groups).size
+        num_gpus = self._space(self.rules["actor"].node_groups, None).size
         mode = self._mode(num_gpus)
         self._sanity(mode, num_gpus)
         derived = self._derive(mode, num_gpus)

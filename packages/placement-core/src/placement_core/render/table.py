@@ -10,7 +10,15 @@ from placement_core.ranks import format_rank_list, parse_rank_list
 from placement_core.records import Placement
 from placement_core.topology import inventory_has_topology
 
-from ._text import HardwareNumbers, align, hardware_numbers, ranks, summary, warnings_block
+from ._text import (
+    HardwareNumbers,
+    align,
+    hardware_numbers,
+    plural,
+    ranks,
+    summary,
+    warnings_block,
+)
 
 __all__ = ["render_table"]
 
@@ -50,7 +58,7 @@ def render_table(plan: Plan, *, fold: bool = True) -> str:
         rule = plan.config.components()[name]
         lines += [
             "",
-            f"{name}: {len(placements)} processes on {','.join(rule.node_groups)} "
+            f"{name}: {plural(len(placements), 'process')} on {','.join(rule.node_groups)} "
             f"(placement {rule.placement!r}"
             + (f", stride {rule.stride})" if rule.stride > 1 else ")"),
         ]
