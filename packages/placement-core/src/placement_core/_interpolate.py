@@ -118,9 +118,7 @@ class JobDocument:
             )
         return value, size
 
-    def _target(
-        self, ref: str, text: str, path: str, stack: tuple[str, ...]
-    ) -> tuple[Any, int]:
+    def _target(self, ref: str, text: str, path: str, stack: tuple[str, ...]) -> tuple[Any, int]:
         ref = ref.strip()
         if not _SIMPLE.match(ref):
             raise ConfigError(
@@ -137,9 +135,7 @@ class JobDocument:
             return self._memo[ref]
         if ref in stack:
             cycle = " -> ".join((*stack, ref))
-            raise ConfigError(
-                [Problem(path, f"cannot resolve {shown(text)}: circular ({cycle})")]
-            )
+            raise ConfigError([Problem(path, f"cannot resolve {shown(text)}: circular ({cycle})")])
         if len(stack) >= MAX_REFERENCE_DEPTH:
             raise ConfigError(
                 [
@@ -154,11 +150,7 @@ class JobDocument:
         value = self._lookup(ref, (*stack, ref), raw=True)
         if value is MISSING:
             raise ConfigError(
-                [
-                    Problem(
-                        path, f"cannot resolve {shown(text)}: the job document has no key {ref}"
-                    )
-                ]
+                [Problem(path, f"cannot resolve {shown(text)}: the job document has no key {ref}")]
             )
         self._memo[ref] = self._resolve(value, ref, (*stack, ref))
         return self._memo[ref]

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from ._controls import terminal_text
 from ._interpolate import JobDocument
 from ._limits import MAX_PROBLEMS_SHOWN, MAX_PROCESSES
 from ._plan import Plan, plan
@@ -221,13 +222,13 @@ def _render(result: Plan, args: argparse.Namespace, out: TextIO) -> None:
     if args.format == "json":
         write_json(result, out)  # streamed: millions of placements never sit in memory whole
     elif args.format == "map":
-        out.write(render_map(result))
+        out.write(terminal_text(render_map(result)))
     elif args.format == "svg":
         out.write(render_svg(result))
     elif args.format == "html":
         out.write(render_html(result))
     else:
-        out.write(render_table(result, fold=not args.expand))
+        out.write(terminal_text(render_table(result, fold=not args.expand)))
 
 
 def _run_plan(args: argparse.Namespace, out: TextIO) -> int:
@@ -278,7 +279,7 @@ def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
     warned = f", {plural(len(result.warnings), 'warning')}" if result.warnings else ""
     out.write(f"{args.config}: valid ({described}; {processes} planned{warned})\n")
     for warning in result.warnings:
-        sys.stderr.write(f"{PROG}: warning: {warning}\n")
+        sys.stderr.write(terminal_text(f"{PROG}: warning: {warning}\n"))
     return EXIT_OK
 
 
@@ -299,11 +300,11 @@ def _report(error: PlacementError, config: str | None, err: TextIO) -> None:
         # In file order, so a reader walks the YAML top to bottom (stable within a line).
         ordered = sorted(error.problems, key=lambda p: line_of(p.path, lines) or 0)
         for problem in ordered[:MAX_PROBLEMS_SHOWN]:
-            err.write(f"  - {_located(str(problem), problem.path, config, lines)}\n")
+            err.write(terminal_text(f"  - {_located(str(problem), problem.path, config, lines)}\n"))
         if len(ordered) > MAX_PROBLEMS_SHOWN:
             err.write(f"  ... and {len(ordered) - MAX_PROBLEMS_SHOWN} more\n")
         return
-    err.write(f"{PROG}: error: {_located(str(error), error.path, config, lines)}\n")
+    err.write(terminal_text(f"{PROG}: error: {_located(str(error), error.path, config, lines)}\n"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
