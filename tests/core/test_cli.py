@@ -78,7 +78,7 @@ def test_plan_prints_an_svg(run: Run) -> None:
 
 def test_plan_writes_html_to_the_output_file(run: Run, tmp_path: Path) -> None:
     target = tmp_path / "plan.html"
-    status, out, err = run("plan", HETEROGENEOUS, "--format", "html", "--output", str(target))
+    status, out, _ = run("plan", HETEROGENEOUS, "--format", "html", "--output", str(target))
     assert (status, out) == (0, "")
     page = target.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>")

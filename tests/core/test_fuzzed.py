@@ -135,7 +135,7 @@ def doubling(levels: int) -> str:
 def chain(length: int) -> str:
     lines = ["cluster:", "  num_nodes: ${c0}", "  component_placement: {actor: 0}"]
     lines += [f"c{i}: ${{c{i + 1}}}" for i in range(length)]
-    return "\n".join(lines + [f"c{length}: 1"]) + "\n"
+    return "\n".join([*lines, f"c{length}: 1"]) + "\n"
 
 
 @pytest.mark.parametrize("model_parallel", [False, True])
