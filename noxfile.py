@@ -1,6 +1,8 @@
 """Developer and CI sessions for the placement monorepo.
 
-`nox` runs the default set (what CI runs); `nox --list` shows every session.
+`nox` runs the default set (what CI runs); `nox --list` shows every session; one
+package's tests are `nox -s tests-core` (or tests-native, tests-ray, tests-e2e), all four
+`nox -t tests`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ nox.options.reuse_venv = "yes"
 nox.options.sessions = [
     "lint",
     "typecheck",
-    "tests",
+    "tests-core",
+    "tests-native",
+    "tests-ray",
+    "tests-e2e",
     "tests_purepython",
     "core_alone",
     "examples",
@@ -73,10 +78,7 @@ def typecheck(session: nox.Session) -> None:
     )
 
 
-@nox.session(python=PYTHON)
-@nox.parametrize("package", list(PACKAGE_INSTALLS))
-def tests(session: nox.Session, package: str) -> None:
-    """Run one package's test folder (tests/<package>/) against its installed package."""
+def _run_package_tests(session: nox.Session, package: str) -> None:
     session.install(*TEST_DEPS)
     if package == "native":
         session.env["PLACEMENT_NATIVE_REQUIRE_EXTENSION"] = "1"  # a failed compile fails
@@ -84,10 +86,26 @@ def tests(session: nox.Session, package: str) -> None:
         session.install(path)
     if NATIVE in PACKAGE_INSTALLS[package]:
         _require_native_extension(session)
-    # With a selection (`nox -s tests -- -k order`), a package with no matching test is
+    # With a selection (`nox -t tests -- -k order`), a package with no matching test is
     # not a failure: pytest exits 5, "no tests collected".
     success = [0, 5] if session.posargs else [0]
     session.run("pytest", f"tests/{package}", *session.posargs, success_codes=success)
+
+
+def _tests_session(package: str, summary: str) -> None:
+    """Register ``tests-<package>``: one package's test folder against its installed package."""
+
+    def run(session: nox.Session) -> None:
+        _run_package_tests(session, package)
+
+    run.__doc__ = summary
+    nox.session(python=PYTHON, name=f"tests-{package}", tags=["tests"])(run)
+
+
+_tests_session("core", "placement-core's tests (tests/core), with core installed alone.")
+_tests_session("native", "placement-native's tests (tests/native) on the compiled extension.")
+_tests_session("ray", "placement-ray's tests (tests/ray) on loopback Ray clusters; about 6 min.")
+_tests_session("e2e", "The demo end to end (tests/e2e) against the README; about 2 min.")
 
 
 def _require_native_extension(session: nox.Session) -> None:
@@ -109,6 +127,9 @@ def tests_purepython(session: nox.Session) -> None:
     session.run(
         "pytest",
         "tests/native",
+        # The compiled backend's own tests skip here, one reason for all: tests/conftest.py
+        # prints it once with its count instead of a line per test.
+        "-rfE",
         *session.posargs,
         env={"PLACEMENT_NATIVE_PUREPYTHON": "1"},
         success_codes=[0, 5] if session.posargs else [0],
@@ -140,8 +161,10 @@ TESTKIT_GUIDE = "docs/guides/testing.md"
 
 @nox.session(python=PYTHON)
 def testkit(session: nox.Session) -> None:
-    """The testing kit in a user's suite: the three wheels installed, the guide's example
-    test run by pytest in an empty folder outside the repository (no conftest, no ini)."""
+    """The testing kit from the three wheels, in a user's suite outside the repository.
+
+    The guide's example test runs by pytest in an empty folder (no conftest, no ini).
+    """
     _check_guide_example(session)
     session.install("build", "pytest>=8")
     # Not session.create_tmp(): it points TMPDIR into the virtualenv, where Ray refuses to run.
