@@ -22,12 +22,15 @@ Conventions of the pages under docs/ and of the root README (kept in this one pl
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import doctest
 import io
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -344,3 +347,23 @@ def test_worked_example_tables_are_right(
         assert result.removeprefix("error: ") in got
     else:
         assert got == result
+
+
+def test_the_main_jobs_example_lines_are_what_nox_examples_prints() -> None:
+    """The README's ``$ nox -s examples`` block is the session's own output: the session
+    runs the script ``EXAMPLES_SUMMARY`` of noxfile.py, run here the same way."""
+    tree = ast.parse((REPO / "noxfile.py").read_text(encoding="utf-8"))
+    script = next(
+        node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "EXAMPLES_SUMMARY" for t in node.targets)
+        and isinstance(node.value, ast.Constant)
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("$ nox -s examples\n", 1)[1].split("```", 1)[0]
+    assert result.stdout == shown
