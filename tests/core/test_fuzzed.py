@@ -170,6 +170,19 @@ def test_references_repeated_in_lists_count_their_entries() -> None:
     assert "resolve to more than" in message
 
 
+def test_references_through_deeply_nested_mappings_are_refused_by_name() -> None:
+    lines = ["cluster:", "  num_nodes: 1", "  component_placement: {actor: '${a0}'}"]
+    for i in range(MAX_REFERENCE_DEPTH):
+        nested: Any = f"${{a{i + 1}}}"
+        for _ in range(90):
+            nested = {"k": nested}
+        lines.append(f"a{i}: {json.dumps(nested)}")
+    lines.append(f"a{MAX_REFERENCE_DEPTH}: 0")
+    assert bounded_error("\n".join(lines) + "\n") == (
+        "cluster.component_placement: its references lead through mappings nested too deeply\n"
+    )
+
+
 def bounded_error(text: str) -> str:
     result = bounded(
         """

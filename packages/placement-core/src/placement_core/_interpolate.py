@@ -68,6 +68,18 @@ class JobDocument:
     # ------------------------------------------------------------------ internals
 
     def _lookup(self, path: str, stack: tuple[str, ...], *, raw: bool) -> Any:
+        if stack:
+            return self._walk(path, stack, raw=raw)
+        try:
+            return self._walk(path, stack, raw=raw)
+        except RecursionError:
+            # References into nested mappings that hold references: each level is within
+            # its limit (MAX_YAML_DEPTH, MAX_REFERENCE_DEPTH), their product is not.
+            raise ConfigError(
+                [Problem(path, "its references lead through mappings nested too deeply")]
+            ) from None
+
+    def _walk(self, path: str, stack: tuple[str, ...], *, raw: bool) -> Any:
         current: Any = self.document
         walked: list[str] = []
         for part in path.split("."):
@@ -95,12 +107,13 @@ class JobDocument:
         if whole:
             return self._target(whole.group(1), value, path, stack)
         parts: list[str] = []
-        last = 0
+        last = length = 0
         for match in _REF.finditer(value):
             target, _ = self._target(match.group(1), value, path, stack)
             parts += [value[last : match.start()], str(target)]
+            length += len(parts[-2]) + len(parts[-1])
             last = match.end()
-            self._bounded(None, sum(map(len, parts)), path)
+            self._bounded(None, length, path)
         text = "".join((*parts, value[last:]))
         return text, len(text)
 
