@@ -229,7 +229,9 @@ sys.exit(failed)
 def examples(session: nox.Session) -> None:
     """Plan every shipped example config; one line of figures each."""
     session.install(CORE)
-    session.run("python", "-c", EXAMPLES_SUMMARY)
+    script = Path(session.create_tmp()) / "examples_summary.py"  # nox echoes a -c script whole
+    script.write_text(EXAMPLES_SUMMARY, encoding="utf-8")
+    session.run("python", str(script))
 
 
 @nox.session(python=PYTHON)
