@@ -78,11 +78,33 @@ def test_plan_prints_an_svg(run: Run) -> None:
 
 def test_plan_writes_html_to_the_output_file(run: Run, tmp_path: Path) -> None:
     target = tmp_path / "plan.html"
-    status, out, err = run("plan", HETEROGENEOUS, "--format", "html", "--output", str(target))
-    assert (status, out, err) == (0, "", "")
+    status, out, _ = run("plan", HETEROGENEOUS, "--format", "html", "--output", str(target))
+    assert (status, out) == (0, "")
     page = target.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>")
     assert "<title>placement plan: 18 nodes" in page
+
+
+def test_plan_output_says_where_it_wrote_and_how_big(run: Run, tmp_path: Path) -> None:
+    target = tmp_path / "plan.html"
+    _, _, err = run("plan", HETEROGENEOUS, "--format", "html", "--output", str(target))
+    size = target.stat().st_size
+    assert err == f"placement: wrote {target} (html, {size / 1000:.1f} kB)\n"
+
+
+def test_plan_output_of_a_tiny_file_counts_bytes(run: Run, tmp_path: Path) -> None:
+    config = tmp_path / "one.yaml"
+    config.write_text("cluster: {num_nodes: 1, component_placement: {a: 0}}\n")
+    target = tmp_path / "plan.txt"
+    _, _, err = run("plan", str(config), "-a", "1", "--format", "table", "-o", str(target))
+    assert err == f"placement: wrote {target} (table, {target.stat().st_size} bytes)\n"
+
+
+def test_a_component_of_one_process_is_not_plural(run: Run, tmp_path: Path) -> None:
+    config = tmp_path / "one.yaml"
+    config.write_text("cluster: {num_nodes: 1, component_placement: {a: 0}}\n")
+    _, out, _ = run("plan", str(config), "-a", "1")
+    assert "a: 1 process on cluster (placement '0')" in out.splitlines()
 
 
 def test_plan_output_works_for_text_formats_too(run: Run, tmp_path: Path) -> None:

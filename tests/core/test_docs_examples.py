@@ -3,12 +3,15 @@ output it shows is what the command prints.
 
 Conventions of the pages under docs/ and of the root README (kept in this one place):
 
-- ```` ```python ```` blocks of a page run in order in one namespace, from the repository
-  root. A block that needs Ray, a GPU or placement-native (which this suite does not
-  install) is preceded by ``<!-- docs: not run (REASON) -->``; the Ray suite covers what
-  such blocks show.
+- ```` ```python ```` blocks of a page run in order in one namespace, from an empty folder
+  (a snippet saved as a file runs anywhere: no path into the repository). A block that
+  needs Ray, a GPU or placement-native (which this suite does not install) is preceded
+  by ``<!-- docs: not run (REASON) -->``; the Ray suite covers what such blocks show. A
+  block preceded by ``<!-- docs: output -->`` is what the python block before it prints,
+  exactly; a python block that prints must be followed by one.
 - ```` ```pycon ```` blocks are doctests: each ``>>>`` line runs and prints exactly what
-  follows it.
+  follows it. They run from the repository root, as the pages say (an interactive
+  session in a clone, where ``examples/`` is).
 - In ```` ```console ```` blocks, every ``$ placement ...`` command runs (from a folder
   holding a copy of examples/ and the page's declared files) and prints exactly the lines
   that follow it. A line ``...`` stands for lines left out, which the page says in words.
@@ -19,11 +22,15 @@ Conventions of the pages under docs/ and of the root README (kept in this one pl
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import doctest
+import io
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +64,7 @@ BLOCK = re.compile(
     re.M | re.S,
 )
 NOT_RUN = re.compile(r"not run \((?P<reason>.+)\)")
+OUTPUT = "output"
 NEEDS_MORE_THAN_CORE = re.compile(r"\b(placement_native|placement_ray|ray)\b")
 
 
@@ -111,10 +119,12 @@ def test_docs_have_pages() -> None:
 def test_markers_are_known(block: Block) -> None:
     if block.marker is None:
         return
-    assert NOT_RUN.fullmatch(block.marker) or block.marker.startswith("file "), (
-        f"{block.where}: unknown marker {block.marker!r}; "
-        "expected 'not run (REASON)' or 'file NAME'"
-    )
+    assert (
+        NOT_RUN.fullmatch(block.marker)
+        or block.marker.startswith("file ")
+        or block.marker == OUTPUT
+    ), f"{block.where}: unknown marker {block.marker!r}; expected 'not run (REASON)', "
+    "'file NAME' or 'output'"
 
 
 @pytest.mark.parametrize(
@@ -133,18 +143,26 @@ PYTHON_PAGES = [p for p in PAGES if any(b.lang in ("python", "pycon") for b in b
 
 
 @pytest.mark.parametrize("page", PYTHON_PAGES, ids=page_id)
-def test_python_examples_run(page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPO)
+def test_python_examples_run(page: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     namespace: dict[str, object] = {"__name__": "__docs__"}
     parser = doctest.DocTestParser()
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    for block in blocks(page):
+    found = blocks(page)
+    for i, block in enumerate(found):
         if block.marker is not None:
             continue
         if block.lang == "python":
+            monkeypatch.chdir(tmp_path)
             code = compile(block.body, block.where, "exec")
-            exec(code, namespace)
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                exec(code, namespace)
+            follower = found[i + 1] if i + 1 < len(found) else None
+            shown = follower.body if follower and follower.marker == OUTPUT else None
+            if printed.getvalue() or shown is not None:
+                assert printed.getvalue() == shown, f"{block.where}: prints other lines"
         elif block.lang == "pycon":
+            monkeypatch.chdir(REPO)
             test = parser.get_doctest(block.body, namespace, block.where, str(page), block.line)
             runner.run(test, clear_globs=False)
             namespace.update(test.globs)  # DocTest works on a copy of the namespace
@@ -329,3 +347,23 @@ def test_worked_example_tables_are_right(
         assert result.removeprefix("error: ") in got
     else:
         assert got == result
+
+
+def test_the_main_jobs_example_lines_are_what_nox_examples_prints() -> None:
+    """The README's ``$ nox -s examples`` block is the session's own output: the session
+    runs the script ``EXAMPLES_SUMMARY`` of noxfile.py, run here the same way."""
+    tree = ast.parse((REPO / "noxfile.py").read_text(encoding="utf-8"))
+    script = next(
+        node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "EXAMPLES_SUMMARY" for t in node.targets)
+        and isinstance(node.value, ast.Constant)
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("$ nox -s examples\n", 1)[1].split("```", 1)[0]
+    assert result.stdout == shown

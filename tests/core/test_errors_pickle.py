@@ -40,6 +40,7 @@ SAMPLES: dict[str, Callable[[type[Any]], BaseException]] = {
     ),
     "Issues": lambda cls: cls([(".node_ranks", "node 9 is out of range", 9)]),
     "FileRefused": lambda cls: cls("is a FIFO (named pipe), expected a YAML config"),
+    "DuplicateKey": lambda cls: cls("the key 'hostname' appears twice in one JSON object"),
     "_Refused": lambda cls: cls(problem="the document nests deeper than 100 levels"),
     "NoSpareError": lambda cls: cls(
         "no compatible spare for lost node 1",

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_core import Plan, plan
+from placement_core.config import ClusterConfig
 from placement_core.inventory import Accelerator, Inventory, Node
 from placement_core.render import render_html, render_svg
 from placement_core.render._grid import Fold, fold_nodes, node_shape
@@ -175,7 +176,9 @@ def test_hostile_names_are_escaped() -> None:
 
 
 def test_control_characters_are_replaced_so_the_xml_stays_valid() -> None:
-    result = plan(config(1, {"bell\x07": "0"}), Inventory.uniform(1, 1))
+    # load_config refuses such a name; a ClusterConfig built directly still draws safely.
+    built = ClusterConfig.model_validate(config(1, {"bell\x07": "0"})["cluster"])
+    result = plan(built, Inventory.uniform(1, 1))
     (cell,) = groups(rows(parse(result))[0], "acc")
     assert cell.get("data-components") == "bell\ufffd"
 

@@ -74,5 +74,9 @@ def test_demo_agrees_with_the_plan_and_stays_on_loopback() -> None:
     assert " 0 mismatches" in result.stdout
     assert "rollout rank -> trainer ranks on its GPUs: 0->[0, 2], 1->[1, 3]" in result.stdout
     assert "sees dist_init_addr" in result.stdout
+    # Ray's own INFO lines ("Connecting to existing Ray cluster at address ...") would
+    # interleave with the demo's tables; the README's transcript has none.
+    ray_info = [line for line in (result.stdout + result.stderr).splitlines() if "INFO " in line]
+    assert not ray_info, ray_info[:5]
     exposed = {(a, p) for a, p in seen - before if not _loopback(a)}
     assert not exposed, f"listening beyond loopback: {sorted(exposed)}"

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import Any
 
-__all__ = ["FileRefused", "read_text_file"]
+__all__ = ["DuplicateKey", "FileRefused", "read_text_file", "unique_keys"]
 
 
 class FileRefused(ValueError):
@@ -20,6 +21,27 @@ class FileRefused(ValueError):
     Internal: callers turn it into their own error (``ConfigError``, ``InventoryError``)
     naming the file. ``FileNotFoundError`` and ``IsADirectoryError`` pass through as is.
     """
+
+
+class DuplicateKey(ValueError):
+    """A JSON object names one key twice (internal, like :class:`FileRefused`)."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook``: a JSON object, refused if a key repeats.
+
+    ``json`` keeps the last of two equal keys without a word; YAML configs refuse them,
+    and so do snapshots.
+
+    Raises:
+        DuplicateKey: A key appears twice in one object.
+    """
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(f"the key {key!r} appears twice in one JSON object")
+        out[key] = value
+    return out
 
 
 def _kind(mode: int) -> str:

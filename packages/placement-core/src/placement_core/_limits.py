@@ -18,6 +18,8 @@ __all__ = [
     "MAX_PROBLEMS_SHOWN",
     "MAX_PROCESSES",
     "MAX_RANK_DIGITS",
+    "MAX_REFERENCE_DEPTH",
+    "MAX_RESOLVED_SIZE",
     "MAX_SHOWN_CHARS",
     "MAX_SNAPSHOT_BYTES",
     "MAX_YAML_DEPTH",
@@ -47,6 +49,12 @@ MAX_YAML_NODES = 100_000
 #: Nesting of YAML collections (aliases counted at their own depth) and of mappings
 #: handed to ``load_config``.
 MAX_YAML_DEPTH = 100
+#: References followed from one ``${a.b}`` to the value it finally names (a chain
+#: ``a: ${b}``, ``b: ${c}``, ... counts each link).
+MAX_REFERENCE_DEPTH = 64
+#: Characters (of a string) or entries (of mappings and lists) of one value with its
+#: ``${a.b}`` references resolved, as large as a whole config file may be.
+MAX_RESOLVED_SIZE = MAX_CONFIG_BYTES
 #: Digits of an integer written in a config.
 MAX_INT_DIGITS = 100
 #: Digits of a rank in a rank list or a placement rule.

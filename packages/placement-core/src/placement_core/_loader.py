@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ._checks import cross_check
+from ._controls import control_problems
 from ._fields import ALL_UNRESOLVED, RANK_BUDGET, RANKS_SPENT
 from ._interpolate import JobDocument
 from ._limits import MAX_EXPANDED_RANKS
@@ -138,6 +139,11 @@ def load_config(
     section = _cluster_section(document, name)
     if isinstance(document, Mapping) and ROOT in document:
         section = _resolved(JobDocument(document), section)
+    controls = control_problems(
+        {key: value for key, value in section.items() if key not in RLINF_CLUSTER_KEYS}, ROOT
+    )
+    if controls:
+        raise ConfigError(controls)
     num_nodes = section.get("num_nodes")
     # num_nodes: None tells node_ranks that `all` has no set to expand to, for now.
     context: dict[str, Any] = {

@@ -183,21 +183,21 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 
 
 def _looks_like_path(text: str) -> bool:
-    if "\n" in text or not text.strip():
+    if not text.strip():
         return False
-    if text.endswith((".yaml", ".yml", ".json")):
-        return True
     try:
-        return Path(text).exists()  # a directory too, so it is reported as one
+        if Path(text).exists():  # a directory too, so it is reported as one
+            return True  # an existing file is a path, even with a newline in its name
     except (OSError, ValueError):  # a name too long, an embedded NUL byte
-        return False
+        pass
+    return "\n" not in text and text.endswith((".yaml", ".yml", ".json"))
 
 
 def read_document(source: str | os.PathLike[str]) -> tuple[Any, str]:
     """Parse a YAML file or YAML text; return the document and a name for messages.
 
-    A str is a path when it has no newline and names an existing file or directory or ends with
-    ``.yaml``, ``.yml`` or ``.json``; otherwise it is YAML text.
+    A str is a path when it names an existing file or directory, or has no newline and ends
+    with ``.yaml``, ``.yml`` or ``.json``; otherwise it is YAML text.
 
     Raises:
         ConfigError: The file cannot be read, is not a regular file or is too large, the
@@ -234,16 +234,25 @@ def _parse_yaml(text: str, name: str) -> Any:
     try:
         return yaml.load(text, Loader=_StrictLoader)
     except _Refused as error:
-        mark = error.problem_mark
-        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
+        where = _where(name, text, error.problem_mark)
         raise ConfigError([Problem(where, str(error.problem))]) from None
     except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
+        where = _where(name, text, error.problem_mark or error.context_mark)
         what = " ".join(p for p in (error.context, error.problem) if p)
         raise ConfigError([Problem(where, f"YAML syntax error: {what}")]) from None
     except yaml.YAMLError as error:
         raise ConfigError([Problem(name, f"YAML error: {error}")]) from None
+
+
+def _where(name: str, text: str, mark: Any) -> str:
+    """``name:line:column`` of a YAML mark; the end of the stream is the last line's end
+    (PyYAML puts it one line past a final newline, a line the file does not have)."""
+    if mark is None:
+        return name
+    lines = text.splitlines()
+    if lines and mark.line >= len(lines):
+        return f"{name}:{len(lines)}:{len(lines[-1]) + 1}"
+    return f"{name}:{mark.line + 1}:{mark.column + 1}"
 
 
 def plain(value: Any, *, name: str = "<mapping>") -> Any:

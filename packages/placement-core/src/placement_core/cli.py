@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from ._controls import terminal_text
 from ._interpolate import JobDocument
 from ._limits import MAX_PROBLEMS_SHOWN, MAX_PROCESSES
 from ._plan import Plan, plan
@@ -42,7 +43,7 @@ from .errors import ConfigError, PlacementError
 from .inventory import MAX_ACCELERATORS_PER_NODE, Inventory
 from .model_parallel import derive_model_parallel, load_job, looks_model_parallel
 from .ranks import format_rank_list
-from .render import render_html, render_json, render_map, render_svg, render_table
+from .render import render_html, render_map, render_svg, render_table, write_json
 from .render._text import plural
 from .sources import inventory_for
 
@@ -234,16 +235,17 @@ def _make_plan(config: ClusterConfig, job: JobDocument | None, args: argparse.Na
     return plan(layout.config, inventory, max_processes=args.max_processes)
 
 
-def _render(result: Plan, args: argparse.Namespace) -> str:
+def _render(result: Plan, args: argparse.Namespace, out: TextIO) -> None:
     if args.format == "json":
-        return render_json(result)
-    if args.format == "map":
-        return render_map(result)
-    if args.format == "svg":
-        return render_svg(result)
-    if args.format == "html":
-        return render_html(result)
-    return render_table(result, fold=not args.expand)
+        write_json(result, out)  # streamed: millions of placements never sit in memory whole
+    elif args.format == "map":
+        out.write(terminal_text(render_map(result)))
+    elif args.format == "svg":
+        out.write(render_svg(result))
+    elif args.format == "html":
+        out.write(render_html(result))
+    else:
+        out.write(terminal_text(render_table(result, fold=not args.expand)))
 
 
 def _run_plan(args: argparse.Namespace, out: TextIO) -> int:
@@ -256,16 +258,25 @@ def _run_plan(args: argparse.Namespace, out: TextIO) -> int:
             if error.path == "lost":
                 raise error.with_path("--lose") from None
             raise
-    text = _render(result, args)
     if args.output is None:
-        out.write(text)
+        _render(result, args, out)
         return EXIT_OK
     try:
-        Path(args.output).write_text(text, encoding="utf-8")
+        with open(args.output, "w", encoding="utf-8") as file:
+            _render(result, args, file)
     except OSError as error:
         sys.stderr.write(f"{PROG}: error: cannot write {args.output}: {error.strerror or error}\n")
         return EXIT_INVALID
+    size = Path(args.output).stat().st_size
+    sys.stderr.write(f"{PROG}: wrote {args.output} ({args.format}, {_bytes(size)})\n")
     return EXIT_OK
+
+
+def _bytes(size: int) -> str:
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return plural(size, "byte")
 
 
 def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
@@ -298,7 +309,7 @@ def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
     out.write(f"{args.config}: valid ({described}; {processes} planned{warned})\n")
     out.writelines(f"{args.config}: {line}\n" for line in result.spares().lines())
     for warning in result.warnings:
-        sys.stderr.write(f"{PROG}: warning: {warning}\n")
+        sys.stderr.write(terminal_text(f"{PROG}: warning: {warning}\n"))
     return EXIT_OK
 
 
@@ -319,11 +330,11 @@ def _report(error: PlacementError, config: str | None, err: TextIO) -> None:
         # In file order, so a reader walks the YAML top to bottom (stable within a line).
         ordered = sorted(error.problems, key=lambda p: line_of(p.path, lines) or 0)
         for problem in ordered[:MAX_PROBLEMS_SHOWN]:
-            err.write(f"  - {_located(str(problem), problem.path, config, lines)}\n")
+            err.write(terminal_text(f"  - {_located(str(problem), problem.path, config, lines)}\n"))
         if len(ordered) > MAX_PROBLEMS_SHOWN:
             err.write(f"  ... and {len(ordered) - MAX_PROBLEMS_SHOWN} more\n")
         return
-    err.write(f"{PROG}: error: {_located(str(error), error.path, config, lines)}\n")
+    err.write(terminal_text(f"{PROG}: error: {_located(str(error), error.path, config, lines)}\n"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -53,10 +53,9 @@ from ._yamlio import plain, read_document
 from .config import ClusterConfig, ComponentRule, load_config
 from .errors import ConfigError, Problem
 from .inventory import Inventory
-from .ranks import format_rank_list
 from .rules import parse_rule
 from .sources import attach_hardware, inventory_for
-from .spaces import build_space
+from .spaces import ResourceSpace, build_space
 
 __all__ = [
     "MODEL_PARALLEL_COMPONENTS",
@@ -81,6 +80,11 @@ MODEL_PARALLEL_COMPONENTS = (
 Mode = Literal["collocated", "disaggregated", "auto", "eval"]
 _MODEL_PARALLEL_TASKS = ("reasoning", "coding_online_rl", "reasoning_eval")
 _PLACEMENT = "cluster.component_placement"
+_MODEL_SIZES = (
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "context_parallel_size",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,65 @@ class ModelParallelLayout:
     mode: Mode
     config: ClusterConfig
     derived: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Ranks:
+    """A component's accelerator ranks in rule order, as runs of consecutive ranks.
+
+    Never a list of every rank: a rule on 100,000 nodes x 1,024 accelerators names 100
+    million of them, and the checks need only the runs.
+    """
+
+    spans: tuple[range, ...]
+
+    @classmethod
+    def of(cls, spans: Iterable[range]) -> _Ranks:
+        merged: list[range] = []
+        for span in spans:
+            if merged and merged[-1].stop == span.start:
+                merged[-1] = range(merged[-1].start, span.stop)
+            elif span:
+                merged.append(span)
+        return cls(tuple(merged))
+
+    def __len__(self) -> int:
+        return sum(len(span) for span in self.spans)
+
+    def __bool__(self) -> bool:
+        return bool(self.spans)
+
+    @property
+    def first(self) -> int:
+        return self.spans[0].start
+
+    @property
+    def last(self) -> int:
+        return self.spans[-1].stop - 1
+
+    @property
+    def contiguous(self) -> bool:
+        """One run from the first rank to the last, as RLinf requires."""
+        return len(self.spans) == 1
+
+    def isdisjoint(self, other: _Ranks) -> bool:
+        mine = sorted(self.spans, key=lambda span: span.start)
+        theirs = sorted(other.spans, key=lambda span: span.start)
+        i = j = 0
+        while i < len(mine) and j < len(theirs):
+            if mine[i].stop <= theirs[j].start:
+                i += 1
+            elif theirs[j].stop <= mine[i].start:
+                j += 1
+            else:
+                return False
+        return True
+
+    def text(self) -> str:
+        return ",".join(
+            str(span.start) if len(span) == 1 else f"{span.start}-{span.stop - 1}"
+            for span in self.spans
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +302,8 @@ class _Deriver:
         self.inventory = inventory
         self.nvlink_groups = nvlink_groups
         self.rules = config.components()
-        self.gpus: dict[str, list[int]] = {}
+        self._spaces: dict[tuple[str, ...], ResourceSpace] = {}
+        self.gpus: dict[str, _Ranks] = {}
         for name in ("actor", "rollout", "critic", "critic_inference", "reward"):
             if name in self.rules:
                 self.gpus[name] = self._hardware_ranks(name)
@@ -252,22 +316,52 @@ class _Deriver:
 
     # ------------------------------------------------------------------ inputs
 
-    def _hardware_ranks(self, name: str) -> list[int]:
+    def _hardware_ranks(self, name: str) -> _Ranks:
         rule = self.rules[name]
         path = f"{_PLACEMENT}.{rule.key}"
         parsed = parse_rule(rule.placement, path=f"{path}.placement")
-        space = build_space(self.inventory, self.config, rule.node_groups, path=path)
-        ranks: list[int] = []
+        space = self._space(rule.node_groups, path)
+        spans: list[range] = []
         for segment in parsed.segments:
             first, last = segment.resources or (0, space.size - 1)
-            ranks.extend(range(first, last + 1))
-        return ranks
+            spans.append(range(first, last + 1))
+        return _Ranks.of(spans)
+
+    def _space(self, groups: tuple[str, ...], path: str | None) -> ResourceSpace:
+        # One space per set of groups: on 100,000 nodes each costs a pass over them.
+        if groups not in self._spaces:
+            self._spaces[groups] = build_space(self.inventory, self.config, groups, path=path)
+        return self._spaces[groups]
 
     def _size(self, path: str, default: int) -> int:
         value = self.doc.get(path, default)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise _error(path, "expected an integer >= 1", value)
         return int(value)
+
+    def _mapping(self, path: str) -> bool:
+        """Whether ``path`` holds a mapping, resolving only a reference that *is* the
+        value: the keys inside stay unresolved, since placement reads only a few of them
+        (``${oc.env:MODEL_DIR}`` in ``rollout.model_dir`` is RLinf's business)."""
+        value = self.doc.raw(path, None)
+        if isinstance(value, str) and "${" in value:
+            value = self.doc.get(path, None)
+        return isinstance(value, Mapping)
+
+    def _model_sizes(self, section: str, world: int) -> None:
+        """RLinf's (Megatron's) rule for a model section: tensor, pipeline and context
+        parallel sizes are integers >= 1 whose product divides the component's
+        accelerators (the data-parallel size is a whole number)."""
+        model = self._section_model(section)
+        sizes = [self._size(f"{model}.{key}", 1) for key in _MODEL_SIZES]
+        product = sizes[0] * sizes[1] * sizes[2]
+        if world % product:
+            raise _error(
+                model,
+                f"{section}'s {world} accelerator(s) are not a multiple of its tensor x "
+                f"pipeline x context parallel sizes ({sizes[0]} x {sizes[1]} x {sizes[2]} = "
+                f"{product}), so its data-parallel size would not be a whole number",
+            )
 
     def _flag(self, name: str) -> bool:
         value = self.doc.get(f"cluster.{name}", False)
@@ -280,7 +374,7 @@ class _Deriver:
         return self._size("actor.model.tensor_model_parallel_size", 1)
 
     def _rollout(self) -> None:
-        if not isinstance(self.doc.get("rollout", None), Mapping):
+        if not self._mapping("rollout"):
             raise _error(
                 "rollout",
                 "required: a model-parallel job reads tensor_parallel_size and "
@@ -296,7 +390,7 @@ class _Deriver:
         return self._size("rollout.pipeline_parallel_size", 1)
 
     def _section_model(self, section: str) -> str:
-        if not isinstance(self.doc.get(f"{section}.model", None), Mapping):
+        if not self._mapping(f"{section}.model"):
             raise _error(
                 f"{section}.model",
                 f"required: the {section} section has no model mapping to read its "
@@ -369,18 +463,18 @@ class _Deriver:
             )
         for name in ("actor", "rollout", "inference", "critic_inference", "critic"):
             gpus = self.gpus.get(name)
-            if gpus is not None and gpus != list(range(gpus[0], gpus[-1] + 1)):
+            if gpus is not None and not gpus.contiguous:
                 raise _error(
                     self._key_path(name),
                     f"{name}'s accelerators must form one contiguous range in a model-parallel job",
-                    format_rank_list(gpus),
+                    gpus.text(),
                 )
 
     def _disjoint(self) -> bool:
-        sets = {name: set(self.gpus.get(name, ())) for name in self.gpus}
+        none = _Ranks(())
 
         def apart(a: str, b: str) -> bool:
-            return sets.get(a, set()).isdisjoint(sets.get(b, set()))
+            return self.gpus.get(a, none).isdisjoint(self.gpus.get(b, none))
 
         return all(
             apart(a, b)
@@ -397,7 +491,7 @@ class _Deriver:
 
     def _gpus_summary(self) -> str:
         return ", ".join(
-            f"{name} {format_rank_list(self.gpus[name])}"
+            f"{name} {self.gpus[name].text()}"
             for name in ("actor", "rollout", "inference", "critic", "critic_inference")
             if name in self.gpus
         )
@@ -413,11 +507,12 @@ class _Deriver:
             )
         actor, rollout = self.gpus["actor"], self.gpus["rollout"]
         inference = self.gpus.get("inference")
-        ordered = actor[0] == 0 and actor[-1] == rollout[0] - 1
+        ordered = actor.first == 0 and actor.last == rollout.first - 1
         if inference is None:
-            ordered = ordered and rollout[-1] == num_gpus - 1
+            ordered = ordered and rollout.last == num_gpus - 1
         else:
-            ordered = ordered and rollout[-1] == inference[0] - 1 and inference[-1] == num_gpus - 1
+            ordered = ordered and rollout.last == inference.first - 1
+            ordered = ordered and inference.last == num_gpus - 1
         if not ordered:
             chain = "actor -> rollout" + (" -> inference" if inference is not None else "")
             raise _error(
@@ -484,7 +579,7 @@ class _Deriver:
             f"on disjoint accelerators): got {self._gpus_summary()}",
         )
 
-    def _sanity(self) -> None:
+    def _sanity(self, mode: Mode, num_gpus: int) -> None:
         for name, tp, path in (
             ("actor", self.actor_tp(), "actor.model.tensor_model_parallel_size"),
             ("rollout", self.rollout_tp(), "rollout.tensor_parallel_size"),
@@ -496,10 +591,14 @@ class _Deriver:
                     "accelerator(s)",
                     tp,
                 )
+        self.rollout_pp()  # read in every mode, so a bad value never passes unseen
+        self._model_sizes("actor", num_gpus if mode == "auto" else len(self.gpus["actor"]))
+        if "critic" in self.gpus and self._mapping("critic.model"):
+            self._model_sizes("critic", len(self.gpus["critic"]))
 
     # ------------------------------------------------------------------ derivation
 
-    def _rollout_by_dp(self, rollout: list[int]) -> _Derived:
+    def _rollout_by_dp(self, rollout: _Ranks) -> _Derived:
         per_engine = self.rollout_tp() * self.rollout_pp()
         dp = len(rollout) // per_engine
         if dp == 0:
@@ -508,7 +607,7 @@ class _Deriver:
                 f"rollout needs at least tensor_parallel_size x pipeline_parallel_size = "
                 f"{per_engine} accelerators; it has {len(rollout)}",
             )
-        return _Derived(rollout[0], rollout[-1], len(rollout) // dp)
+        return _Derived(rollout.first, rollout.last, len(rollout) // dp)
 
     def _derive(self, mode: Mode, num_gpus: int) -> dict[str, _Derived]:
         gpus = self.gpus
@@ -516,7 +615,7 @@ class _Deriver:
 
         def packed(name: str, target: str | None = None) -> None:
             if gpus.get(name):
-                out[target or name] = _Derived(gpus[name][0], gpus[name][-1])
+                out[target or name] = _Derived(gpus[name].first, gpus[name].last)
 
         if mode == "collocated":
             actor_tp, rollout_tp = self.actor_tp(), self.rollout_tp()
@@ -531,7 +630,7 @@ class _Deriver:
             stride = actor_tp // rollout_tp if actor_tp > rollout_tp else 1
             packed("actor")
             rollout = gpus["rollout"]
-            out["rollout"] = _Derived(rollout[0], rollout[-1], rollout_tp, stride)
+            out["rollout"] = _Derived(rollout.first, rollout.last, rollout_tp, stride)
             packed("reward")
             packed("critic")
         elif mode == "disaggregated":
@@ -548,7 +647,7 @@ class _Deriver:
             rollout = gpus["rollout"]
             if self._flag("use_pre_process_policy"):
                 actor = gpus["actor"]
-                span = actor[-1] - actor[0] + 1
+                span = actor.last - actor.first + 1
                 if span % self.rollout_tp():
                     raise _error(
                         "cluster.use_pre_process_policy",
@@ -556,7 +655,7 @@ class _Deriver:
                         f"rollout.tensor_parallel_size ({self.rollout_tp()}), since rollout "
                         "also runs on them",
                     )
-                rollout = list(range(actor[-1] + 1)) + rollout
+                rollout = _Ranks.of((range(actor.last + 1), *rollout.spans))
             out["rollout"] = self._rollout_by_dp(rollout)
             packed("inference")
             packed("reward")
@@ -584,12 +683,13 @@ class _Deriver:
                     _PLACEMENT, f"a reasoning_eval job needs a '{name}' component; none is placed"
                 )
         rollout = self.gpus["rollout"]
-        if rollout != list(range(rollout[0], rollout[-1] + 1)):
+        if not rollout.contiguous:
             raise _error(
                 self._key_path("rollout"),
                 "rollout's accelerators must form one contiguous range in a model-parallel job",
-                format_rank_list(rollout),
+                rollout.text(),
             )
+        self.rollout_pp()
         tp = self.rollout_tp()
         if tp > len(rollout):
             raise _error(
@@ -597,9 +697,9 @@ class _Deriver:
                 f"rollout's tensor parallel size exceeds its {len(rollout)} accelerator(s)",
                 tp,
             )
-        derived = {"rollout": _Derived(rollout[0], rollout[-1], tp)}
+        derived = {"rollout": _Derived(rollout.first, rollout.last, tp)}
         if self.gpus["reward"]:
-            derived["reward"] = _Derived(self.gpus["reward"][0], self.gpus["reward"][-1])
+            derived["reward"] = _Derived(self.gpus["reward"].first, self.gpus["reward"].last)
         self._check_blocks(derived)
         return ModelParallelLayout("eval", self._config_with(derived), tuple(derived))
 
@@ -607,9 +707,9 @@ class _Deriver:
         if self.doc.get("runner.task_type", None) == "reasoning_eval":
             return self._run_eval()
         self._check_inputs()
-        num_gpus = build_space(self.inventory, self.config, self.rules["actor"].node_groups).size
+        num_gpus = self._space(self.rules["actor"].node_groups, None).size
         mode = self._mode(num_gpus)
-        self._sanity()
+        self._sanity(mode, num_gpus)
         derived = self._derive(mode, num_gpus)
         return ModelParallelLayout(mode, self._config_with(derived), tuple(derived))
 

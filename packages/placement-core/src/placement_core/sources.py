@@ -43,7 +43,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._files import FileRefused, read_text_file
+from ._files import DuplicateKey, FileRefused, read_text_file, unique_keys
 from ._limits import MAX_ACCELERATOR_INDEX, MAX_ACCELERATORS_PER_NODE, MAX_SNAPSHOT_BYTES
 from ._problems import problems_from_validation_error
 from ._scalars import is_int
@@ -138,11 +138,13 @@ def _read_snapshot(source: SnapshotSource, position: int) -> tuple[Mapping[str, 
             f"cannot read the snapshot: {error.strerror or error}", path=name
         ) from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as error:
         raise InventoryError(
             f"invalid JSON: {error.msg}", path=f"{name}:{error.lineno}:{error.colno}"
         ) from None
+    except DuplicateKey as error:
+        raise InventoryError(f"invalid snapshot: {error}", path=name) from None
     except ValueError:  # an integer of more than sys.get_int_max_str_digits() digits
         raise InventoryError(
             "invalid snapshot: it holds an integer too long to read (thousands of digits)",

@@ -4,7 +4,8 @@
   folded), with node, resources, visible devices, local rank and group.
 - :func:`render_map`: a node x accelerator grid of who sits where, so colocation shows
   at a glance; identical consecutive nodes are folded and long maps are capped.
-- :func:`render_json` / :func:`plan_to_dict`: the machine-readable plan.
+- :func:`render_json` / :func:`write_json` / :func:`plan_to_dict`: the machine-readable
+  plan (``write_json`` streams it, for plans of millions of processes).
 - :func:`render_svg`: the map as a picture, a tooltip on every accelerator.
 - :func:`render_html`: that picture in one self-contained interactive page.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 from placement_core._plan import set_notebook_view
 
 from .html import notebook_html, render_html
-from .json import plan_to_dict, render_json
+from .json import plan_to_dict, render_json, write_json
 from .map import render_map
 from .svg import render_svg
 from .table import render_table
@@ -28,4 +29,5 @@ __all__ = [
     "render_map",
     "render_svg",
     "render_table",
+    "write_json",
 ]

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO
 
 from placement_core._plan import Plan
 from placement_core.inventory import Accelerator, Node
 from placement_core.records import Placement
 from placement_core.topology import inventory_has_topology
 
-__all__ = ["JSON_SCHEMA_VERSION", "plan_to_dict", "render_json"]
+__all__ = ["JSON_SCHEMA_VERSION", "plan_to_dict", "render_json", "write_json"]
 
 JSON_SCHEMA_VERSION = 1
 
@@ -152,5 +154,73 @@ def _placement(
 
 
 def render_json(plan: Plan, *, indent: int | None = 2) -> str:
-    """The plan as JSON text (see :func:`plan_to_dict`), ending with a newline."""
-    return json.dumps(plan_to_dict(plan), indent=indent, default=str) + "\n"
+    """The plan as JSON text (see :func:`plan_to_dict`), ending with a newline.
+
+    For a plan of millions of processes, :func:`write_json` writes the same text to a
+    file without holding it whole.
+    """
+    out = io.StringIO()
+    write_json(plan, out, indent=indent)
+    return out.getvalue()
+
+
+def write_json(plan: Plan, out: TextIO, *, indent: int | None = 2) -> None:
+    """Write the plan as JSON text to ``out``, one node and one placement at a time.
+
+    The text is :func:`render_json`'s (and ``json.dumps(plan_to_dict(plan))``'s), but
+    memory holds one record at a time, never the whole document: 1.8 million placements
+    with their environments are about 2 GB of JSON.
+
+    Args:
+        plan: The plan.
+        out: A text stream (``sys.stdout``, an open file).
+        indent: As ``json.dumps``'s; None writes one line.
+    """
+    topology = inventory_has_topology(plan.inventory)
+    writer = _Writer(out, indent)
+    out.write("{" + writer.newline(1) + '"schema": ' + json.dumps(JSON_SCHEMA_VERSION))
+    out.write(writer.comma + writer.newline(1) + '"nodes": ')
+    writer.array((_node(node, topology) for node in plan.inventory.nodes), 1)
+    out.write(writer.comma + writer.newline(1) + '"components": ')
+    if not plan.components:
+        out.write("{}")
+    else:
+        out.write("{")
+        for i, (name, placements) in enumerate(plan.components.items()):
+            out.write((writer.comma if i else "") + writer.newline(2) + json.dumps(name) + ": ")
+            writer.array(
+                (
+                    _placement(p, plan.env(name, p.rank), topology, plan.interpreter(name, p.rank))
+                    for p in placements
+                ),
+                2,
+            )
+        out.write(writer.newline(1) + "}")
+    out.write(writer.comma + writer.newline(1) + '"warnings": ')
+    out.write(writer.dump(list(plan.warnings), 1) + writer.newline(0) + "}\n")
+
+
+class _Writer:
+    """``json.dumps``'s layout, written a piece at a time."""
+
+    def __init__(self, out: TextIO, indent: int | None) -> None:
+        self.out = out
+        self.indent = indent
+        self.comma = ", " if indent is None else ","
+        self._dumps: Callable[[Any], str] = json.JSONEncoder(indent=indent, default=str).encode
+
+    def newline(self, level: int) -> str:
+        return "" if self.indent is None else "\n" + " " * (self.indent * level)
+
+    def dump(self, value: Any, level: int) -> str:
+        text = self._dumps(value)
+        return text if self.indent is None else text.replace("\n", self.newline(level))
+
+    def array(self, items: Iterable[Any], level: int) -> None:
+        self.out.write("[")
+        first = True
+        for item in items:
+            prefix = "" if first else self.comma
+            self.out.write(prefix + self.newline(level + 1) + self.dump(item, level + 1))
+            first = False
+        self.out.write("]" if first else self.newline(level) + "]")

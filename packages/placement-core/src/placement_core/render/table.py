@@ -14,6 +14,7 @@ from ._text import (
     HardwareNumbers,
     align,
     hardware_numbers,
+    plural,
     ranks,
     spares_block,
     summary,
@@ -58,7 +59,7 @@ def render_table(plan: Plan, *, fold: bool = True) -> str:
         rule = plan.config.components()[name]
         lines += [
             "",
-            f"{name}: {len(placements)} processes on {','.join(rule.node_groups)} "
+            f"{name}: {plural(len(placements), 'process')} on {','.join(rule.node_groups)} "
             f"(placement {rule.placement!r}"
             + (f", stride {rule.stride})" if rule.stride > 1 else ")"),
         ]

@@ -395,6 +395,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     cluster = None
     try:
         with _section("discovery: one native snapshot task per node, node order by label"):
+            # Connected here rather than by Cluster() so Ray's own INFO lines ("Connecting
+            # to existing Ray cluster at address ...") stay out of the demo's output; the
+            # namespace is the one Cluster(job="demo") uses.
+            ray.init(
+                address=simulated.address,
+                namespace="placement-demo",
+                logging_level=logging.WARNING,
+                log_to_driver=False,
+            )
             cluster = Cluster(
                 NUM_NODES, address=simulated.address, job="demo", timeout_s=120, export_env=False
             )
