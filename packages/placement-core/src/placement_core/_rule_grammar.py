@@ -16,7 +16,7 @@ from ._shown import shown, shown_digits
 from ._tokens import RANK_TOKEN, caret_block, rank_int
 from .errors import PlacementRuleError, PlacementSyntaxError
 
-__all__ = ["Rule", "Segment", "check_divides", "parse_rule", "rule_error"]
+__all__ = ["Rule", "Segment", "check_divides", "parse_rule", "rule_error", "spans_resources"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +236,15 @@ def _check_static(rule: Rule) -> None:
         resources = segment.num_resources
         if resources is not None and count is not None:
             check_divides(resources, count, rule, segment.span)
+
+
+def spans_resources(segment: Segment) -> bool:
+    """Whether a process of the segment may span several resources (where ``stride``
+    applies); for ``all:P`` that depends on the resource space."""
+    if segment.processes is None:
+        return False
+    resources = segment.num_resources
+    return resources is None or resources > (segment.num_processes or 0)
 
 
 def check_divides(resources: int, processes: int, rule: Rule, span: tuple[int, int]) -> None:
