@@ -176,6 +176,7 @@ def _segments(
 #: per-process fields are a list (one value per process) or one value for all of them;
 #: a local accelerator rank of None is the first of each process's hardware ranks.
 _Segment = tuple[Any, ...]
+_FIELDS = 14
 _PER_PROCESS = (7, 8, 9)
 _FIRST = itemgetter(0)
 
@@ -190,13 +191,21 @@ class Placements(Sequence[Placement]):
     :class:`Placement`, equal to any other read of it.
     """
 
-    __slots__ = ("_annotations", "_len", "_segments", "_starts")
+    __slots__ = ("_annotations", "_columns", "_len")
 
-    def __init__(self, segments: Sequence[_Segment] = ()) -> None:
-        self._segments: tuple[_Segment, ...] = tuple(segments)
-        self._starts = [segment[0] for segment in self._segments]
-        self._len: int = sum(segment[1] for segment in self._segments)
+    def __init__(self, segments: Iterable[_Segment] = ()) -> None:
+        # One list per segment field rather than a tuple per segment: a few objects for
+        # the collector to track, however many nodes.
+        self._columns: tuple[list[Any], ...] = tuple([] for _ in range(_FIELDS))
+        appends = [column.append for column in self._columns]
+        for segment in segments:
+            for append, value in zip(appends, segment, strict=True):
+                append(value)
+        self._len: int = sum(self._columns[1])
         self._annotations: tuple[list[Any], list[Any], list[Any]] | None = None
+
+    def _segment(self, index: int) -> _Segment:
+        return tuple(column[index] for column in self._columns)
 
     def annotate(self, links: list[Any], numa: list[Any], cpus: list[Any]) -> None:
         """Set every record's ``link``, ``numa_node`` and ``cpus``.
@@ -219,7 +228,8 @@ class Placements(Sequence[Placement]):
         return self._len
 
     def __iter__(self) -> Iterator[Placement]:
-        return chain.from_iterable(map(self._records, self._segments))
+        segments = map(self._segment, range(len(self._columns[0])))
+        return chain.from_iterable(map(self._records, segments))
 
     def _records(self, segment: _Segment) -> Iterator[Placement]:
         start, count = segment[0], segment[1]
@@ -247,7 +257,7 @@ class Placements(Sequence[Placement]):
         rank = index + self._len if index < 0 else index
         if not 0 <= rank < self._len:
             raise IndexError("placement index out of range")
-        segment = self._segments[bisect_right(self._starts, rank) - 1]
+        segment = self._segment(bisect_right(self._columns[0], rank) - 1)
         offset = rank - segment[0]
         values = [
             value[offset] if i in _PER_PROCESS and isinstance(value, list) else value
@@ -281,14 +291,16 @@ class Placements(Sequence[Placement]):
         return repr(tuple(self))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self._segments, self._annotations))
+        return (_rebuild, (self._columns, self._annotations, self._len))
 
 
 def _rebuild(
-    segments: tuple[_Segment, ...], annotations: tuple[list[Any], list[Any], list[Any]] | None
+    columns: tuple[list[Any], ...],
+    annotations: tuple[list[Any], list[Any], list[Any]] | None,
+    length: int,
 ) -> Placements:
-    placements = Placements(segments)
-    placements._annotations = annotations
+    placements = Placements()
+    placements._columns, placements._annotations, placements._len = columns, annotations, length
     return placements
 
 
