@@ -490,3 +490,49 @@ def test_config_error_pickles_with_every_problem() -> None:
     assert str(again) == str(caught.value)
     assert isinstance(again, PlacementError)
     assert isinstance(again, ValueError)
+
+
+# ----------------------------------------------------------------------------- stride
+
+
+@pytest.mark.parametrize("placement", ["0-7", "0-3:0-3", "0-1:0-7", "0-3,4-7"])
+def test_stride_on_one_resource_processes_is_an_error_at_the_stride(placement: str) -> None:
+    rule = {"placement": placement, "stride": 3}
+    problem = only(cluster(num_nodes=1, component_placement={"rollout": rule}))
+    assert problem.path == "cluster.component_placement.rollout.stride"
+    assert problem.value == 3
+    assert problem.message.startswith(
+        f"stride 3 has no effect: each process of placement '{placement}'"
+    )
+
+
+def test_stride_on_processes_that_span_resources_is_accepted() -> None:
+    rule = {"placement": "0-7,8-15:8-9", "stride": 2}
+    config = load_config(cluster(num_nodes=2, component_placement={"rollout": rule}))
+    assert config.component_placement["rollout"].stride == 2
+
+
+def test_stride_on_all_with_one_resource_per_process_fails_when_planned() -> None:
+    from placement_core import plan
+    from placement_core.inventory import Inventory
+
+    rule = {"placement": "all:0-7", "stride": 2}
+    config = load_config(cluster(num_nodes=1, component_placement={"rollout": rule}))
+    with pytest.raises(PlacementError, match="stride 2 has no effect") as caught:
+        plan(config, Inventory.uniform(1, 8))
+    assert caught.value.path == "cluster.component_placement.rollout.placement"
+
+
+def test_unknown_key_in_a_rule_lists_every_rule_key() -> None:
+    problem = only(cluster(component_placement={"actor": {"placement": "0-1", "numa": 0}}))
+    assert problem.message.startswith(
+        "unknown key; allowed keys: node_group, placement, stride, topology, numa_node"
+    )
+    assert "did you mean 'numa_node'" in problem.message
+
+
+def test_a_rule_built_directly_is_checked_as_in_a_config() -> None:
+    from placement_core.config import ComponentRule
+
+    with pytest.raises(ValueError, match="stride 2 has no effect"):
+        ComponentRule(key="rollout", placement="0-7", stride=2)

@@ -52,3 +52,25 @@ def test_a_repathed_syntax_error_still_pickles() -> None:
         parse_rule("0-3:x")
     moved = info.value.with_path("x.placement")
     assert str(pickle.loads(pickle.dumps(moved))) == str(moved)
+
+
+@pytest.mark.parametrize(
+    ("item", "span", "words"),
+    [
+        (" -3", (1, 3), "got '-3' (ranks cannot be negative)"),
+        ("5 - 3", (0, 5), "range 5-3 ends before it starts"),
+        ("x-1", (0, 3), "got 'x-1'"),
+    ],
+)
+def test_rank_lists_and_rules_read_an_item_with_one_grammar(
+    item: str, span: tuple[int, int], words: str
+) -> None:
+    from placement_core.ranks import parse_rank_list
+
+    errors = []
+    for parse in (parse_rank_list, parse_rule):
+        with pytest.raises(PlacementSyntaxError) as info:
+            parse(item)
+        errors.append(info.value)
+    assert [(e.source, e.span) for e in errors] == [(item, span), (item, span)]
+    assert all(words in e.reason for e in errors)

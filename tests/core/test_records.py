@@ -12,7 +12,7 @@ import pickle
 import pytest
 
 from placement_core.inventory import Accelerator, Inventory, Node
-from placement_core.records import Placement, build_placements
+from placement_core.records import Placement, Placements, build_placements
 from placement_core.rules import parse_rule, resolve_rule
 from placement_core.spaces import build_space
 from placement_core.strategies import packed
@@ -69,52 +69,72 @@ def test_built_placements_are_real_placements_equal_to_constructed_ones() -> Non
     assert dataclasses.asdict(built)["hardware_ranks"] == (2, 3)
 
 
-def _build(num_nodes: int, *, pause_gc: bool) -> tuple[Placement, ...]:
+def _build(num_nodes: int, rule: str = "all") -> Placements:
     inventory = Inventory.uniform(num_nodes, 8)
-    entries = resolve_rule(parse_rule("all"), build_space(inventory, None, "cluster"))
-    return build_placements(entries, inventory, pause_gc=pause_gc)
+    entries = resolve_rule(parse_rule(rule), build_space(inventory, None, "cluster"))
+    return build_placements(entries, inventory)
 
 
-def test_builder_leaves_the_garbage_collector_alone_by_default(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_builder_leaves_the_garbage_collector_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     touched: list[str] = []
-    for name in ("disable", "enable", "freeze", "unfreeze"):
-        monkeypatch.setattr(gc, name, lambda name=name: touched.append(name))
-    _build(2, pause_gc=False)
+    for name in ("disable", "enable", "freeze", "unfreeze", "collect"):
+        monkeypatch.setattr(gc, name, lambda *_, name=name: touched.append(name))
+    assert len(list(_build(2))) == 16
     assert touched == []
 
 
-def test_paused_builder_restores_the_garbage_collector() -> None:
-    assert gc.isenabled()
-    _build(1, pause_gc=True)
-    assert gc.isenabled()
+def test_built_records_are_read_in_rank_order_and_by_index() -> None:
+    placements = _build(3, "0-23:0-5")
+    records = tuple(placements)
+    assert [p.rank for p in records] == list(range(6))
+    assert [placements[i] for i in range(-6, 6)] == [*records, *records]
+    assert records[4] == Placement(
+        4, 2, "node-2", 2, 0, 2, (0, 1, 2, 3), (0, 1, 2, 3), 0, "nvidia", "cluster", True
+    )
 
 
-def test_paused_builder_leaves_a_disabled_collector_disabled() -> None:
-    gc.disable()
-    try:
-        _build(1, pause_gc=True)
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
+def test_built_records_behave_as_a_tuple_of_them() -> None:
+    placements = _build(2)
+    records = tuple(placements)
+    assert placements == records
+    assert records == placements
+    assert hash(placements) == hash(records)
+    assert placements[2:5] == records[2:5]
+    assert placements + () == records  # noqa: RUF005
+    assert () + placements == records  # noqa: RUF005
+    assert repr(placements) == repr(records)
+    assert pickle.loads(pickle.dumps(placements)) == records
+    assert placements.index(records[9]) == 9
+    assert records[3] in placements
+    with pytest.raises(IndexError):
+        placements[16]
 
 
-def test_paused_builder_moves_new_records_past_the_young_generations() -> None:
-    assert len(_build(100, pause_gc=True)) == 800
-    assert gc.isenabled()
-    assert gc.get_count()[0] < 700  # no young collection is owed for the new records
-    assert gc.get_freeze_count() == 0
+def test_annotations_reach_every_record_and_survive_pickling() -> None:
+    placements = _build(1, "0-7:0-1")
+    placements.annotate(["NV4", "NV8"], [0, 1], ["0-3", "4-7"])
+    for copy in (placements, pickle.loads(pickle.dumps(placements))):
+        assert [(p.link, p.numa_node, p.cpus) for p in copy] == [
+            ("NV4", 0, "0-3"),
+            ("NV8", 1, "4-7"),
+        ]
+        assert copy[1].cpus == "4-7"
 
 
-def test_paused_builder_leaves_a_process_frozen_generation_alone() -> None:
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        _build(1, pause_gc=True)
-        assert gc.get_freeze_count() == frozen
-    finally:
-        gc.unfreeze()
+def test_annotations_must_cover_every_record() -> None:
+    with pytest.raises(ValueError, match="expected 2 values"):
+        _build(1, "0-7:0-1").annotate(["NV4"], [0], ["0-3"])
+
+
+def test_building_many_records_tracks_no_object_per_record() -> None:
+    inventory = Inventory.uniform(2000, 8)
+    entries = resolve_rule(parse_rule("all:0-7999"), build_space(inventory, None, "cluster"))
+    gc.collect()
+    before = len(gc.get_objects())
+    placements = build_placements(entries, inventory)
+    gc.collect()
+    assert len(placements) == 8_000
+    assert len(gc.get_objects()) - before < 3 * inventory.num_nodes  # per node, not record
 
 
 def test_device_index_is_zero_when_isolating() -> None:

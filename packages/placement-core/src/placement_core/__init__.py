@@ -62,7 +62,7 @@ from .hardware import (
 from .inventory import Accelerator, AcceleratorProcess, HardwareDevice, Inventory, Node
 from .model_parallel import ModelParallelLayout, derive_model_parallel, plan_model_parallel
 from .ranks import format_rank_list, parse_rank_list
-from .records import Placement
+from .records import Placement, Placements
 from .rules import parse_rule
 from .sources import attach_hardware, inventory_for, inventory_from_snapshots, node_from_snapshot
 from .spaces import ResourceSpace, build_space
@@ -102,6 +102,7 @@ __all__ = [
     "PlacementError",
     "PlacementRuleError",
     "PlacementSyntaxError",
+    "Placements",
     "Plan",
     "Problem",
     "Replan",

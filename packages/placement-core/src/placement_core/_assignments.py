@@ -86,7 +86,7 @@ def plan_from_assignments(
         config = load_config(
             {"cluster": {"num_nodes": inventory.num_nodes, "component_placement": rules}}
         )
-    components: dict[str, tuple[Placement, ...]] = {}
+    components: dict[str, Sequence[Placement]] = {}
     for name, entries in assignments.items():
         components[name] = _placements(name, entries, inventory, config, node_group)
     return Plan(config, inventory, MappingProxyType(components), (), assigned=True)
@@ -98,7 +98,7 @@ def _placements(
     inventory: Inventory,
     config: ClusterConfig,
     node_group: str,
-) -> tuple[Placement, ...]:
+) -> Sequence[Placement]:
     path = f"assignments.{name}"
     if isinstance(entries, str | bytes) or not isinstance(entries, Sequence) or not entries:
         raise PlacementRuleError(

@@ -2,21 +2,22 @@
 
 See docs/concepts/cluster-config.md and docs/guides/coming-from-rlinf.md.
 
-They run on :class:`ConfigFacts`: the parts of a config that are valid on their own, with
-``None`` wherever a field is missing or broken. A rule runs whenever its own inputs are
-valid, even when other fields of the config failed, and skips silently otherwise (the
-broken field is reported by itself), so every problem is reported once and broken fields
-cause no derived errors. Rules yield ``(path suffix, message, value)``.
+They run on :class:`~placement_core._validate.Part` s: the fields of a config that are
+valid on their own (``part.get(name)`` is ``None`` wherever a field is broken). A rule
+runs whenever its own inputs are valid, even when other fields of the config failed, and
+skips silently otherwise (the broken field is reported by itself), so every problem is
+reported once and broken fields cause no derived errors. Rules yield
+``(path suffix, message, value)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from ._problems import did_you_mean
 from ._rule_grammar import parse_rule
 from ._shown import shown
+from ._validate import Issue, Part
 from ._vocab import RESERVED_ENV_VARS, RESERVED_LABELS
 from .errors import PlacementError, PlacementSyntaxError
 from .hardware import HardwareConfig
@@ -24,66 +25,12 @@ from .ranks import format_rank_list
 
 __all__ = [
     "RESERVED_LABELS",
-    "ConfigFacts",
-    "EnvFacts",
-    "GroupFacts",
-    "HardwareFacts",
-    "RuleFacts",
     "cross_check",
     "group_check",
     "nodes",
     "rule_syntax_error",
     "unknown_group_message",
 ]
-
-Issue = tuple[str, str, object]
-
-
-@dataclass(frozen=True, slots=True)
-class EnvFacts:
-    """One env_config: its valid fields (None when missing or broken)."""
-
-    node_ranks: tuple[int, ...] | None
-    interpreter: str | None
-    env_vars: tuple[tuple[str, str], ...] | None
-
-
-@dataclass(frozen=True, slots=True)
-class HardwareFacts:
-    """A group's hardware: its type when registered, and each config when valid."""
-
-    type: str | None
-    configs: tuple[HardwareConfig | None, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class GroupFacts:
-    """One node group: its valid fields (None when missing or broken)."""
-
-    label: str | None
-    node_ranks: tuple[int, ...] | None
-    env_configs: tuple[EnvFacts, ...]
-    hardware: HardwareFacts | None
-
-
-@dataclass(frozen=True, slots=True)
-class RuleFacts:
-    """One component_placement entry: its key and, when valid, its group labels."""
-
-    key: str
-    declared_key: object
-    node_groups: tuple[str, ...] | None
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigFacts:
-    """The valid parts of a config; ``None`` for a section that is missing or broken."""
-
-    num_nodes: int | None
-    groups: tuple[GroupFacts, ...] | None
-    rules: tuple[RuleFacts, ...] | None
-    inventory: tuple[tuple[int, ...] | None, ...]
-    spares: tuple[int, ...] | None = ()
 
 
 def nodes(ranks: Sequence[int]) -> str:
@@ -95,53 +42,62 @@ def _are(ranks: Sequence[int]) -> str:
     return "is" if len(ranks) == 1 else "are"
 
 
-def cross_check(facts: ConfigFacts, *, groups: bool = False) -> Iterable[Issue]:
+def cross_check(config: Part) -> Iterable[Issue]:
     """Rules that relate different parts of a config; yields (path suffix, message, value).
 
     Args:
-        facts: The valid parts of the config.
-        groups: Also run each group's own consistency checks (:func:`group_check`);
-            a validated config has already passed them.
+        config: The valid parts of the ``cluster:`` section.
     """
-    yield from _check_ranges(facts)
-    yield from _check_labels(facts)
-    yield from _check_components(facts)
-    if facts.groups is not None:
-        if groups:
-            for g, group in enumerate(facts.groups):
-                for suffix, message, value in group_check(group):
-                    yield f".node_groups[{g}]{suffix}", message, value
-        yield from _check_environments(facts.groups)
-        yield from _check_hardware(facts.groups)
-    yield from _check_inventory(facts)
+    groups: tuple[Part, ...] | None = config.get("node_groups")
+    yield from _check_ranges(config)
+    yield from _check_labels(groups or ())
+    yield from _check_components(config)
+    if groups is not None:
+        yield from _check_environments(groups)
+        yield from _check_hardware(groups)
+    yield from _check_inventory(_inventory(config))
 
 
-def group_check(group: GroupFacts) -> Iterable[Issue]:
+def _inventory(config: Part) -> list[tuple[int, ...] | None]:
+    return [entry.get("node_ranks") for entry in config.parts("inventory")]
+
+
+def _configs(group: Part) -> tuple[HardwareConfig | None, ...]:
+    """A group's hardware configs that are valid (None for each broken one)."""
+    hardware = group.get("hardware")
+    if not isinstance(hardware, Part) or hardware.get("type") is None:
+        return ()
+    return hardware.get("configs") or ()
+
+
+def group_check(group: Part) -> Iterable[Issue]:
     """One group's own consistency: env_configs and hardware inside its node_ranks."""
-    members = frozenset(group.node_ranks) if group.node_ranks is not None else None
-    shown = format_rank_list(group.node_ranks) if group.node_ranks is not None else ""
+    ranks: tuple[int, ...] | None = group.get("node_ranks")
+    members = frozenset(ranks) if ranks is not None else None
+    shown = format_rank_list(ranks) if ranks is not None else ""
     owner: dict[int, int] = {}
-    for i, env in enumerate(group.env_configs):
-        if env.node_ranks is None:
+    for i, env in enumerate(group.parts("env_configs")):
+        env_ranks: tuple[int, ...] | None = env.get("node_ranks")
+        if env_ranks is None:
             continue
         where = f".env_configs[{i}].node_ranks"
-        if members is not None and (outside := [r for r in env.node_ranks if r not in members]):
+        if members is not None and (outside := [r for r in env_ranks if r not in members]):
             yield (
                 where,
                 f"{nodes(outside)} {_are(outside)} not in the group's node_ranks {shown}",
-                format_rank_list(env.node_ranks),
+                format_rank_list(env_ranks),
             )
-        if shared := [r for r in env.node_ranks if r in owner]:
+        if shared := [r for r in env_ranks if r in owner]:
             yield (
                 where,
                 f"{nodes(shared)} {_are(shared)} already in env_configs[{owner[shared[0]]}]: "
                 "two env_configs of one group may not share a node",
-                format_rank_list(env.node_ranks),
+                format_rank_list(env_ranks),
             )
-        for rank in env.node_ranks:
+        for rank in env_ranks:
             owner.setdefault(rank, i)
-    if group.hardware is not None and members is not None:
-        for i, config in enumerate(group.hardware.configs):
+    if members is not None:
+        for i, config in enumerate(_configs(group)):
             if config is not None and config.node_rank not in members:
                 yield (
                     f".hardware.configs[{i}].node_rank",
@@ -150,8 +106,8 @@ def group_check(group: GroupFacts) -> Iterable[Issue]:
                 )
 
 
-def _check_ranges(facts: ConfigFacts) -> Iterable[Issue]:
-    n = facts.num_nodes
+def _check_ranges(config: Part) -> Iterable[Issue]:
+    n: int | None = config.get("num_nodes")
     if n is None:
         return
 
@@ -161,14 +117,16 @@ def _check_ranges(facts: ConfigFacts) -> Iterable[Issue]:
             f"are 0-{n - 1}"
         )
 
-    for g, group in enumerate(facts.groups or ()):
-        if group.node_ranks is not None and (bad := [r for r in group.node_ranks if r >= n]):
-            yield f".node_groups[{g}].node_ranks", message(bad), format_rank_list(group.node_ranks)
-        for e, env in enumerate(group.env_configs):
-            if env.node_ranks is not None and (bad := [r for r in env.node_ranks if r >= n]):
+    for g, group in enumerate(config.get("node_groups") or ()):
+        ranks = group.get("node_ranks")
+        if ranks is not None and (bad := [r for r in ranks if r >= n]):
+            yield f".node_groups[{g}].node_ranks", message(bad), format_rank_list(ranks)
+        for e, env in enumerate(group.parts("env_configs")):
+            ranks = env.get("node_ranks")
+            if ranks is not None and (bad := [r for r in ranks if r >= n]):
                 where = f".node_groups[{g}].env_configs[{e}].node_ranks"
-                yield where, message(bad), format_rank_list(env.node_ranks)
-        for c, hw in enumerate(group.hardware.configs if group.hardware is not None else ()):
+                yield where, message(bad), format_rank_list(ranks)
+        for c, hw in enumerate(_configs(group)):
             # controller_node_rank, left_controller_node_rank, ...: nodes the device uses.
             for field in type(hw).model_fields if hw is not None else ():
                 controller = getattr(hw, field)
@@ -179,33 +137,35 @@ def _check_ranges(facts: ConfigFacts) -> Iterable[Issue]:
                 ):
                     where = f".node_groups[{g}].hardware.configs[{c}].{field}"
                     yield where, message([controller]), controller
-    for i, ranks in enumerate(facts.inventory):
+    for i, ranks in enumerate(_inventory(config)):
         if ranks is not None and (bad := [r for r in ranks if r >= n]):
             yield f".inventory[{i}].node_ranks", message(bad), format_rank_list(ranks)
-    if facts.spares and (bad := [r for r in facts.spares if r >= n]):
-        yield ".spare_nodes", message(bad), format_rank_list(facts.spares)
+    spares = config.get("spare_nodes")
+    if spares and (bad := [r for r in spares if r >= n]):
+        yield ".spare_nodes", message(bad), format_rank_list(spares)
 
 
-def _check_labels(facts: ConfigFacts) -> Iterable[Issue]:
+def _check_labels(groups: Sequence[Part]) -> Iterable[Issue]:
     first: dict[str, int] = {}
-    for g, group in enumerate(facts.groups or ()):
-        if group.label is None:
+    for g, group in enumerate(groups):
+        label: str | None = group.get("label")
+        if label is None:
             continue
-        if group.label in RESERVED_LABELS:
+        if label in RESERVED_LABELS:
             yield (
                 f".node_groups[{g}].label",
-                f"{shown(group.label)} is reserved for the built-in group of all nodes "
+                f"{shown(label)} is reserved for the built-in group of all nodes "
                 "(the reserved labels are 'cluster' and 'node'); choose another label",
-                group.label,
+                label,
             )
-        elif group.label in first:
+        elif label in first:
             yield (
                 f".node_groups[{g}].label",
-                f"label already used by node_groups[{first[group.label]}]: labels are unique",
-                group.label,
+                f"label already used by node_groups[{first[label]}]: labels are unique",
+                label,
             )
         else:
-            first[group.label] = g
+            first[label] = g
 
 
 def unknown_group_message(label: str, defined: Sequence[str]) -> str:
@@ -220,68 +180,66 @@ def unknown_group_message(label: str, defined: Sequence[str]) -> str:
     )
 
 
-def _check_components(facts: ConfigFacts) -> Iterable[Issue]:
-    if facts.rules is None:
+def _check_components(config: Part) -> Iterable[Issue]:
+    rules: dict[str, Part] | None = config.get("component_placement")
+    if rules is None:
         return
-    if not facts.rules:
+    if not rules:
         yield ".component_placement", "expected at least one component", None
-    labels = [g.label for g in facts.groups or ()]
+    labels = [g.get("label") for g in config.get("node_groups") or ()]
     defined = [label for label in labels if label is not None]
     # An unknown reference is only certain when every group's label is known.
     known = (*defined, *RESERVED_LABELS) if len(defined) == len(labels) else None
     owner: dict[str, str] = {}
-    for rule in facts.rules:
-        where = f".component_placement.{rule.key}"
-        if rule.declared_key is not None and rule.declared_key != rule.key:
-            yield (
-                f"{where}.key",
-                "unknown key; the component names are the entry's key",
-                rule.declared_key,
-            )
-            continue
-        names = [part.strip() for part in rule.key.split(",")]
+    for key, rule in rules.items():
+        where = f".component_placement.{key}"
+        names = [part.strip() for part in key.split(",")]
         if not all(names):
-            yield where, "empty component name in the key (stray comma?)", rule.key
+            yield where, "empty component name in the key (stray comma?)", key
         for name in filter(None, names):
             if name in owner:
                 yield (
                     where,
                     f"component {shown(name)} is already placed by "
                     f"component_placement.{owner[name]}",
-                    rule.key,
+                    key,
                 )
             else:
-                owner[name] = rule.key
-        if known is None or rule.node_groups is None:
+                owner[name] = key
+        groups: tuple[str, ...] | None = rule.get("node_groups")
+        if known is None or groups is None:
             continue
-        for i, label in enumerate(rule.node_groups):
+        for i, label in enumerate(groups):
             if label not in known:
-                suffix = f"{where}.node_group" + (f"[{i}]" if len(rule.node_groups) > 1 else "")
+                suffix = f"{where}.node_group" + (f"[{i}]" if len(groups) > 1 else "")
                 yield suffix, unknown_group_message(label, defined), label
 
 
-def _check_environments(groups: Sequence[GroupFacts]) -> Iterable[Issue]:
+def _check_environments(groups: Sequence[Part]) -> Iterable[Issue]:
     env_owner: dict[tuple[int, str], str] = {}
     interpreter_owner: dict[int, str] = {}
     for g, group in enumerate(groups):
-        for e, env in enumerate(group.env_configs):
+        for e, env in enumerate(group.parts("env_configs")):
             where = f".node_groups[{g}].env_configs[{e}]"
-            yield from _reserved_env_vars(where, env)
-            if env.node_ranks is None:
+            env_vars: tuple[tuple[str, str], ...] = env.get("env_vars") or ()
+            yield from _reserved_env_vars(where, env_vars)
+            ranks: tuple[int, ...] | None = env.get("node_ranks")
+            if ranks is None:
                 continue
-            if env.interpreter is not None:
-                if clash := [r for r in env.node_ranks if r in interpreter_owner]:
+            interpreter = env.get("python_interpreter_path")
+            if interpreter is not None:
+                if clash := [r for r in ranks if r in interpreter_owner]:
                     yield (
                         f"{where}.python_interpreter_path",
                         f"{nodes(clash)} already get{'s' if len(clash) == 1 else ''} an "
                         f"interpreter from cluster{interpreter_owner[clash[0]]}: at most one "
                         "python_interpreter_path per node across all groups",
-                        env.interpreter,
+                        interpreter,
                     )
-                for rank in env.node_ranks:
+                for rank in ranks:
                     interpreter_owner.setdefault(rank, f"{where}.python_interpreter_path")
-            for v, (key, _) in enumerate(env.env_vars or ()):
-                if clash := [r for r in env.node_ranks if (r, key) in env_owner]:
+            for v, (key, _) in enumerate(env_vars):
+                if clash := [r for r in ranks if (r, key) in env_owner]:
                     yield (
                         f"{where}.env_vars[{v}]",
                         f"{key} is already set on {nodes(clash)} by "
@@ -289,12 +247,12 @@ def _check_environments(groups: Sequence[GroupFacts]) -> Iterable[Issue]:
                         "across all groups",
                         None,
                     )
-                for rank in env.node_ranks:
+                for rank in ranks:
                     env_owner.setdefault((rank, key), f"{where}.env_vars[{v}]")
 
 
-def _reserved_env_vars(where: str, env: EnvFacts) -> Iterable[Issue]:
-    for v, (key, _) in enumerate(env.env_vars or ()):
+def _reserved_env_vars(where: str, env_vars: tuple[tuple[str, str], ...]) -> Iterable[Issue]:
+    for v, (key, _) in enumerate(env_vars):
         if key in RESERVED_ENV_VARS:
             yield (
                 f"{where}.env_vars[{v}]",
@@ -304,15 +262,16 @@ def _reserved_env_vars(where: str, env: EnvFacts) -> Iterable[Issue]:
             )
 
 
-def _check_hardware(groups: Sequence[GroupFacts]) -> Iterable[Issue]:
+def _check_hardware(groups: Sequence[Part]) -> Iterable[Issue]:
     # Identical configs inside one group are caught by HardwareSpec; across groups they
     # share a (node, type) and are caught here.
     owner: dict[tuple[int, str], int] = {}
     for g, group in enumerate(groups):
-        if group.hardware is None or group.hardware.type is None:
+        configs = _configs(group)
+        if not configs:
             continue
-        kind = group.hardware.type
-        ranks = sorted({hw.node_rank for hw in group.hardware.configs if hw is not None})
+        kind = group.get("hardware").get("type")
+        ranks = sorted({hw.node_rank for hw in configs if hw is not None})
         clashes: dict[int, list[int]] = {}
         for rank in ranks:
             first = owner.setdefault((rank, kind), g)
@@ -327,9 +286,9 @@ def _check_hardware(groups: Sequence[GroupFacts]) -> Iterable[Issue]:
             )
 
 
-def _check_inventory(facts: ConfigFacts) -> Iterable[Issue]:
+def _check_inventory(inventory: Sequence[tuple[int, ...] | None]) -> Iterable[Issue]:
     owner: dict[int, int] = {}
-    for i, ranks in enumerate(facts.inventory):
+    for i, ranks in enumerate(inventory):
         if ranks is None:
             continue
         if clash := [r for r in ranks if r in owner]:

@@ -1,7 +1,7 @@
 """The annotated field types of the cluster config: each field's parsing and checks once.
 
-The models (:mod:`placement_core._models`) and the second pass over a broken config
-(:mod:`placement_core._raw_facts`) both validate with these types.
+The models (:mod:`placement_core._models`) declare their fields with these types; each
+type is validated on its own by :mod:`placement_core._validate`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from ._limits import MAX_EXPANDED_RANKS
 from ._problems import Issues, issue
 from ._scalars import is_int
 from ._shown import shown
+from ._validate import SKIPPED
 from .errors import PlacementError, PlacementSyntaxError
 from .ranks import format_rank_list, parse_rank_list
 
@@ -96,6 +97,7 @@ RANKS_SPENT = "not checked: the config's rank lists already name too many node r
 
 #: Reported instead of a node_ranks problem that only a broken num_nodes caused.
 ALL_UNRESOLVED = "'all' cannot be resolved: num_nodes is invalid"
+SKIPPED.update((ALL_UNRESOLVED, RANKS_SPENT))
 
 
 def _mentions_all(value: object) -> bool:
@@ -230,7 +232,16 @@ def _node_group_labels(value: object) -> object:
     return tuple(labels)
 
 
-GroupLabels = Annotated[tuple[str, ...], BeforeValidator(_node_group_labels)]
+GroupLabels = Annotated[
+    tuple[str, ...],
+    BeforeValidator(_node_group_labels),
+    WithJsonSchema(
+        {
+            "description": "a group label, 'a800,4090', or a list of labels (default: cluster)",
+            "anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "array"}],
+        }
+    ),
+]
 
 
 def _interpreter(value: str) -> str:

@@ -1,11 +1,9 @@
 """Loading a cluster config: find the ``cluster:`` section, validate, report every problem.
 
-Checks run in two passes: field-level checks (types, unknown keys, rank lists, rule syntax,
-one node group's own consistency) over the whole document, then the rules that relate
-different parts of the config (unique labels, known groups, env vars per node, ...). When
-the first pass fails, the second still runs on whatever parts are valid
-(:func:`placement_core._raw_facts.raw_facts`), so a broken field does not hide problems
-elsewhere, and a rule whose own inputs are broken is skipped rather than reported twice.
+Checks run in one pass (:func:`placement_core._validate.walk`) through the models' field
+declarations: every field on its own, then each model's rules on its valid fields, so a
+broken field does not hide problems elsewhere, and a rule whose own inputs are broken is
+skipped rather than reported twice.
 """
 
 from __future__ import annotations
@@ -14,17 +12,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
-from ._checks import cross_check
 from ._controls import control_problems
-from ._fields import ALL_UNRESOLVED, RANK_BUDGET, RANKS_SPENT
 from ._interpolate import JobDocument
-from ._limits import MAX_EXPANDED_RANKS
 from ._models import ClusterConfig
-from ._problems import problems_from_validation_error
-from ._raw_facts import raw_facts
 from ._shown import shown
+from ._validate import build, walk
 from ._vocab import RLINF_CLUSTER_KEYS
 from ._vocab import ROOT_KEY as ROOT
 from ._yamlio import plain, read_document
@@ -144,27 +136,11 @@ def load_config(
     )
     if controls:
         raise ConfigError(controls)
-    num_nodes = section.get("num_nodes")
-    # num_nodes: None tells node_ranks that `all` has no set to expand to, for now.
-    context: dict[str, Any] = {
-        "num_nodes": num_nodes if type(num_nodes) is int and num_nodes > 0 else None,
-        RANK_BUDGET: [MAX_EXPANDED_RANKS],
-    }
-    try:
-        return ClusterConfig.model_validate(section, context=context)
-    except ValidationError as error:
-        problems = [
-            problem
-            for problem in problems_from_validation_error(error, ClusterConfig)
-            if problem.message not in (ALL_UNRESOLVED, RANKS_SPENT)
-        ]
-    # The config is broken somewhere: still run every cross-part rule whose inputs are valid.
-    seen = {(p.path, p.message) for p in problems}
-    # The second pass validates each field again, under a fresh budget.
-    context[RANK_BUDGET] = [MAX_EXPANDED_RANKS]
-    for suffix, message, value in cross_check(raw_facts(section, context), groups=True):
-        problem = Problem(f"{ROOT}{suffix}", message, value)
-        if (problem.path, problem.message) not in seen:
-            seen.add((problem.path, problem.message))
-            problems.append(problem)
-    raise ConfigError(problems)
+    part, issues = walk(ClusterConfig, section)
+    if issues:
+        raise ConfigError(
+            [Problem(f"{ROOT}{where}", message, value) for where, message, value in issues]
+        )
+    config = build(part)
+    assert isinstance(config, ClusterConfig)
+    return config

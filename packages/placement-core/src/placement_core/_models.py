@@ -1,40 +1,35 @@
-"""The pydantic models of the cluster config.
+"""The cluster config's models: every YAML key declared once.
 
 See docs/concepts/cluster-config.md and docs/concepts/placement-language.md.
 
-Field types come from :mod:`placement_core._fields`; the rules relating different parts
-of a config from :mod:`placement_core._checks`. Build a :class:`ClusterConfig` with
+A key is one pydantic field of the model of its mapping: its type (an annotated alias from
+:mod:`placement_core._fields`, or an inline ``Annotated`` with bounds) holds its parsing,
+bounds and the words of its errors; the field holds its default, its YAML spelling
+(``alias``) and its description. Rules that relate several fields or parts are the
+model's ``checks``: functions of a :class:`~placement_core._validate.Part` (the valid
+fields), run whether or not other fields are broken. :mod:`placement_core._validate`
+walks a document through these declarations in one pass; the JSON Schema is generated
+from them (:mod:`placement_core._schema`). Build a :class:`ClusterConfig` with
 :func:`placement_core.config.load_config`, which reports every problem with its YAML path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any, Self
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, ClassVar, cast
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
+    AfterValidator,
+    BeforeValidator,
     Field,
-    ModelWrapValidatorHandler,
     PrivateAttr,
     ValidationError,
     ValidationInfo,
-    field_validator,
-    model_validator,
 )
 
-from ._checks import (
-    ConfigFacts,
-    EnvFacts,
-    GroupFacts,
-    HardwareFacts,
-    RuleFacts,
-    cross_check,
-    group_check,
-    unknown_group_message,
-)
+from ._checks import cross_check, group_check, unknown_group_message
 from ._fields import (
+    RANK_BUDGET,
     EnvVars,
     GroupLabels,
     InterpreterPath,
@@ -44,10 +39,19 @@ from ._fields import (
     PlacementText,
     PositiveInt,
 )
+from ._limits import MAX_EXPANDED_RANKS
 from ._nvlink_fields import DomainName, NvlinkGroup
 from ._problems import Issues, did_you_mean, issue, issues_from
-from ._scalars import is_int
-from ._vocab import RESERVED_LABELS, RLINF_CLUSTER_KEYS, AcceleratorType, NodeOrder, TopologyMode
+from ._rule_grammar import parse_rule, spans_resources
+from ._shown import shown
+from ._validate import Check, ConfigModel, Issue, Part
+from ._vocab import (
+    RESERVED_LABELS,
+    RLINF_CLUSTER_KEYS,
+    AcceleratorType,
+    NodeOrder,
+    TopologyMode,
+)
 from .errors import PlacementRuleError
 from .hardware import HardwareConfig, hardware_model, registered_hardware
 from .inventory import MAX_ACCELERATORS_PER_NODE, MAX_NODES
@@ -57,6 +61,7 @@ __all__ = [
     "AcceleratorSpec",
     "ClusterConfig",
     "ComponentRule",
+    "ConfigModel",
     "EnvConfig",
     "HardwareSpec",
     "InventoryEntry",
@@ -64,8 +69,34 @@ __all__ = [
 ]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Model = ConfigModel
+
+
+def _strided_topology(rule: Part) -> Iterable[Issue]:
+    if rule.get("topology") == "best" and (rule.get("stride") or 1) > 1:
+        yield (
+            ".topology",
+            "topology: best would regroup the accelerators that stride pairs on "
+            "purpose (one from each trainer shard, for weight sync on the same "
+            "devices); use topology: any (each process's link is still reported) or "
+            "nvlink (checks the strided groups without regrouping them)",
+            "best",
+        )
+
+
+def _stride_has_effect(rule: Part) -> Iterable[Issue]:
+    stride, text = rule.get("stride"), rule.get("placement")
+    if stride is None or stride == 1 or text is None:
+        return
+    if any(spans_resources(segment) for segment in parse_rule(text).segments):
+        return
+    yield (
+        ".stride",
+        f"stride {stride} has no effect: each process of placement {shown(text)} holds one "
+        "resource, and stride only spreads the resources of a process that spans several "
+        "(such as '0-15:0-3'); remove stride or give each process several resources",
+        stride,
+    )
 
 
 class ComponentRule(_Model):
@@ -92,40 +123,26 @@ class ComponentRule(_Model):
     """
 
     key: str
-    node_groups: GroupLabels = ("cluster",)
+    node_groups: GroupLabels = Field(("cluster",), alias="node_group")
     placement: PlacementText
     stride: PositiveInt = 1
     topology: TopologyMode = "any"
     numa_node: NonNegativeInt | None = None
     nvlink_group: NvlinkGroup | None = None
 
+    short_form: ClassVar[str | None] = "placement"
+    key_field: ClassVar[str | None] = "key"
+    not_a_mapping: ClassVar[str] = (
+        "expected a rule such as '0-7', or a mapping with placement "
+        "(and optionally node_group, stride, topology, numa_node)"
+    )
+
     @property
     def names(self) -> tuple[str, ...]:
         """The component names of the key (``"actor,inference"`` gives two)."""
         return tuple(name.strip() for name in self.key.split(","))
 
-    @model_validator(mode="before")
-    @classmethod
-    def _yaml_spelling(cls, data: Any) -> Any:
-        # YAML writes `node_group` (one label or several); the field holds a tuple.
-        if isinstance(data, Mapping) and "node_group" in data:
-            if "node_groups" in data:
-                raise issue("give node_group only (node_groups is its internal name)")
-            data = {("node_groups" if k == "node_group" else k): v for k, v in data.items()}
-        return data
-
-    @model_validator(mode="after")
-    def _strided_topology(self) -> Self:
-        if self.topology == "best" and self.stride > 1:
-            raise issue(
-                "topology: best would regroup the accelerators that stride pairs on "
-                "purpose (one from each trainer shard, for weight sync on the same "
-                "devices); use topology: any (each process's link is still reported) or "
-                "nvlink (checks the strided groups without regrouping them)",
-                "best",
-                ".topology",
-            )
-        return self
+    checks: ClassVar[tuple[Check, ...]] = (_strided_topology, _stride_has_effect)
 
 
 class EnvConfig(_Model):
@@ -144,6 +161,50 @@ class EnvConfig(_Model):
     env_vars: EnvVars = ()
 
 
+def _registered_type(value: str) -> str:
+    if hardware_model(value) is None:
+        raise issue(
+            f"unknown hardware type; registered types: {', '.join(registered_hardware())}"
+            + did_you_mean(value, registered_hardware()),
+            value,
+        )
+    return value
+
+
+def _typed_configs(value: object, info: ValidationInfo) -> object:
+    # Validated on its own, the field finds the type (the field before) in the context.
+    fields = info.data if info.data is not None else (info.context or {}).get("fields", {})
+    model = hardware_model(fields.get("type", ""))
+    if model is None:
+        return ()  # the unknown type is reported on its own
+    if not isinstance(value, list | tuple):
+        raise issue("expected a list with one config per device", value)
+    if not value:
+        raise issue("expected at least one device config", value)
+    issues: list[tuple[str, str, object]] = []
+    configs: list[HardwareConfig | None] = []
+    for i, item in enumerate(value):
+        if isinstance(item, model):
+            configs.append(item)
+            continue
+        try:
+            configs.append(model.model_validate(item))
+        except ValidationError as error:
+            configs.append(None)
+            issues += [(f"[{i}]{s}", m, v) for s, m, v in issues_from(error, model)]
+    dumps: list[dict[str, Any] | None] = []
+    for i, config in enumerate(configs):
+        dump = config.model_dump() if config is not None else None
+        if dump is not None and dump in dumps:
+            issues.append(
+                (f"[{i}]", f"identical to configs[{dumps.index(dump)}]: each device once", None)
+            )
+        dumps.append(dump)
+    if issues:
+        raise Issues(issues, partial=tuple(configs))
+    return tuple(configs)
+
+
 class HardwareSpec(_Model):
     """The non-accelerator hardware of a node group: one config per device.
 
@@ -154,53 +215,10 @@ class HardwareSpec(_Model):
             ``node_rank``. ``.model_dump()`` gives the device's settings.
     """
 
-    type: str
-    configs: tuple[HardwareConfig, ...] = Field(
+    type: Annotated[str, AfterValidator(_registered_type)]
+    configs: Annotated[tuple[HardwareConfig, ...], BeforeValidator(_typed_configs)] = Field(
         json_schema_extra={"description": "one config per device (fields depend on type)"}
     )
-
-    @field_validator("type")
-    @classmethod
-    def _registered(cls, value: str) -> str:
-        if hardware_model(value) is None:
-            raise issue(
-                f"unknown hardware type; registered types: {', '.join(registered_hardware())}"
-                + did_you_mean(value, registered_hardware()),
-                value,
-            )
-        return value
-
-    @field_validator("configs", mode="before")
-    @classmethod
-    def _typed_configs(cls, value: object, info: ValidationInfo) -> object:
-        model = hardware_model(info.data.get("type", ""))
-        if model is None:
-            return ()  # the unknown type is reported on its own
-        if not isinstance(value, list | tuple):
-            raise issue("expected a list with one config per device", value)
-        if not value:
-            raise issue("expected at least one device config", value)
-        issues: list[tuple[str, str, object]] = []
-        configs: list[HardwareConfig] = []
-        for i, item in enumerate(value):
-            if isinstance(item, model):
-                configs.append(item)
-                continue
-            try:
-                configs.append(model.model_validate(item))
-            except ValidationError as error:
-                issues += [(f"[{i}]{s}", m, v) for s, m, v in issues_from(error, model)]
-        dumps: list[dict[str, Any]] = []
-        for i, config in enumerate(configs):
-            dump = config.model_dump()
-            if dump in dumps:
-                issues.append(
-                    (f"[{i}]", f"identical to configs[{dumps.index(dump)}]: each device once", None)
-                )
-            dumps.append(dump)
-        if issues:
-            raise Issues(issues)
-        return tuple(configs)
 
 
 class NodeGroup(_Model):
@@ -218,12 +236,7 @@ class NodeGroup(_Model):
     env_configs: tuple[EnvConfig, ...] = ()
     hardware: HardwareSpec | None = None
 
-    @model_validator(mode="after")
-    def _inside_group(self) -> Self:
-        issues = list(group_check(_group_facts(self)))
-        if issues:
-            raise Issues(issues)
-        return self
+    checks: ClassVar[tuple[Check, ...]] = (group_check,)
 
     def environment(self, node_rank: int) -> tuple[str | None, dict[str, str]]:
         """``(python_interpreter_path, env_vars)`` this group gives ``node_rank``."""
@@ -284,41 +297,24 @@ class ClusterConfig(_Model):
         default_factory=dict
     )
 
-    @model_validator(mode="wrap")
-    @classmethod
-    def _rlinf_keys(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
-        # RLinf's own cluster settings are accepted and set aside, so that any other
-        # unknown key is still an error.
-        if not isinstance(data, Mapping) or not any(k in RLINF_CLUSTER_KEYS for k in data):
-            return handler(data)
-        config = handler({k: v for k, v in data.items() if k not in RLINF_CLUSTER_KEYS})
-        config._ignored_keys = tuple(k for k in data if k in RLINF_CLUSTER_KEYS)
-        return config
+    # RLinf's own cluster settings are accepted and set aside, so that any other unknown
+    # key is still an error.
+    set_aside: ClassVar[tuple[str, ...]] = RLINF_CLUSTER_KEYS
+    checks: ClassVar[tuple[Check, ...]] = (cross_check,)
 
-    @model_validator(mode="before")
     @classmethod
-    def _keyed_rules(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping) or not isinstance(
-            data.get("component_placement"), Mapping
-        ):
-            return data
-        rules: dict[str, Any] = {}
-        for key, rule in data["component_placement"].items():
-            name = key if isinstance(key, str) else str(key)
-            if is_int(rule) or isinstance(rule, str):
-                rules[name] = {"key": name, "placement": rule}
-            elif isinstance(rule, Mapping):
-                rules[name] = {"key": name, **rule} if "key" not in rule else dict(rule)
-            else:
-                rules[name] = rule
-        return {**data, "component_placement": rules}
+    def validation_context(cls, raw: Mapping[Any, Any]) -> dict[str, Any]:
+        """``num_nodes`` (None when broken: ``all`` then has no set to expand to) and the
+        budget of node ranks the document's rank lists may expand to."""
+        num_nodes = raw.get("num_nodes")
+        return {
+            "num_nodes": num_nodes if type(num_nodes) is int and num_nodes > 0 else None,
+            RANK_BUDGET: [MAX_EXPANDED_RANKS],
+        }
 
-    @model_validator(mode="after")
-    def _cross_checks(self) -> Self:
-        issues = list(cross_check(_config_facts(self)))
-        if issues:
-            raise Issues(issues)
-        return self
+    def set_aside_keys(self, keys: tuple[str, ...]) -> None:
+        """Record RLinf's keys of the section (see :attr:`ignored_keys`)."""
+        self._ignored_keys = keys
 
     def __eq__(self, other: object) -> bool:
         # Fields only: the private lookup caches must not make equal configs differ.
@@ -362,7 +358,8 @@ class ClusterConfig(_Model):
             if group.label == label:
                 return group
         if label in RESERVED_LABELS:
-            return NodeGroup(label=label, node_ranks=tuple(range(self.num_nodes)))
+            fields: dict[str, Any] = {"label": label, "node_ranks": tuple(range(self.num_nodes))}
+            return cast("NodeGroup", NodeGroup.model_construct(**fields))
         raise PlacementRuleError(unknown_group_message(label, self.labels), path="node_group")
 
     def node_environment(self, label: str, node_rank: int) -> tuple[str | None, dict[str, str]]:
@@ -390,29 +387,3 @@ class ClusterConfig(_Model):
                 path="node_rank",
             ) from None
         return interpreter, dict(env)
-
-
-def _group_facts(group: NodeGroup) -> GroupFacts:
-    hardware = group.hardware
-    return GroupFacts(
-        label=group.label,
-        node_ranks=group.node_ranks,
-        env_configs=tuple(
-            EnvFacts(env.node_ranks, env.python_interpreter_path, env.env_vars)
-            for env in group.env_configs
-        ),
-        hardware=None if hardware is None else HardwareFacts(hardware.type, hardware.configs),
-    )
-
-
-def _config_facts(config: ClusterConfig) -> ConfigFacts:
-    return ConfigFacts(
-        num_nodes=config.num_nodes,
-        groups=tuple(_group_facts(group) for group in config.node_groups),
-        rules=tuple(
-            RuleFacts(key, rule.key if rule.key != key else None, rule.node_groups)
-            for key, rule in config.component_placement.items()
-        ),
-        inventory=tuple(entry.node_ranks for entry in config.inventory),
-        spares=config.spare_nodes,
-    )

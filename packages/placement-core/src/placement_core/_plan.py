@@ -44,7 +44,7 @@ from .errors import (
 )
 from .inventory import Inventory
 from .ranks import format_rank_list
-from .records import Placement, build_placements, gc_paused_if
+from .records import Placement, build_placements
 from .rules import Entry, Rule, parse_rule, resolve_rule
 from .sources import attach_hardware, inventory_for
 from .spaces import ResourceSpace, SpaceKind, build_space
@@ -133,7 +133,7 @@ class Plan:
 
     config: ClusterConfig
     inventory: Inventory
-    components: Mapping[str, tuple[Placement, ...]]
+    components: Mapping[str, Sequence[Placement]]
     warnings: tuple[str, ...] = ()
     assigned: bool = False
     lost_nodes: tuple[int, ...] = ()
@@ -158,7 +158,7 @@ class Plan:
             f"components={counts}, warnings={len(self.warnings)})"
         )
 
-    def placements(self, component: str) -> tuple[Placement, ...]:
+    def placements(self, component: str) -> Sequence[Placement]:
         """The placements of one component.
 
         Raises:
@@ -319,7 +319,7 @@ class Plan:
 def _rebuild_plan(
     config: ClusterConfig,
     inventory: Inventory,
-    components: dict[str, tuple[Placement, ...]],
+    components: dict[str, Sequence[Placement]],
     warnings: tuple[str, ...],
     assigned: bool = False,
     lost_nodes: tuple[int, ...] = (),
@@ -335,7 +335,6 @@ def plan(
     inventory: Inventory | None = None,
     *,
     colocate: Iterable[Iterable[str]] = (),
-    pause_gc: bool = False,
     max_processes: int = MAX_PROCESSES,
 ) -> Plan:
     """Plan every component of a config.
@@ -347,11 +346,6 @@ def plan(
             (:func:`~placement_core.sources.inventory_for`). Hardware from the config's
             node groups is attached either way.
         colocate: Groups of component names allowed to share accelerators.
-        pause_gc: Pause the cyclic garbage collector while planning, then move the new
-            records straight to the oldest generation (``gc.freeze()``/``gc.unfreeze()``).
-            Faster for plans of hundreds of thousands of processes, but it acts on the
-            whole process (other threads allocate without collections meanwhile), so it
-            is off by default. The collector's previous state is restored.
         max_processes: The most processes the plan may make, all components together
             (default :data:`~placement_core._limits.MAX_PROCESSES`, ten million). Counts
             are computed from the rules before any record is built, so a typo such as
@@ -386,7 +380,7 @@ def plan(
         inventory = order_by_nvlink_domain(inventory)
     inventory = attach_hardware(inventory, config)
     spaces: dict[tuple[str, ...], ResourceSpace] = {}
-    components: dict[str, tuple[Placement, ...]] = {}
+    components: dict[str, Sequence[Placement]] = {}
     resolved: list[tuple[ComponentRule, ResourceSpace, list[Entry]]] = []
     parsed = {
         key: _prepare_rule(key, rule, config, inventory, spaces)
@@ -395,37 +389,36 @@ def plan(
     _check_process_count(parsed, max_processes)
     solver = TopologySolver(inventory)
     warnings: list[str] = []
-    with gc_paused_if(pause_gc):
-        for key, rule in config.component_placement.items():
-            parsed_rule, space = parsed[key]
-            entries = resolve_rule(parsed_rule, space, stride=rule.stride)
-            base = f"cluster.component_placement.{key}"
-            if config.spare_nodes:
-                used = list(dict.fromkeys(run.node_rank for _, run, _ in entries))
-                refuse_spares(config, space, used, f"{base}.placement", rule.placement)
-            entries, placements = _with_topology(
-                base, rule, space, entries, inventory, solver, warnings
+    for key, rule in config.component_placement.items():
+        parsed_rule, space = parsed[key]
+        entries = resolve_rule(parsed_rule, space, stride=rule.stride)
+        base = f"cluster.component_placement.{key}"
+        if config.spare_nodes:
+            used = list(dict.fromkeys(run.node_rank for _, run, _ in entries))
+            refuse_spares(config, space, used, f"{base}.placement", rule.placement)
+        entries, placements = _with_topology(
+            base, rule, space, entries, inventory, solver, warnings
+        )
+        if parsed_rule.source != rule.placement and space.size > len(placements):
+            warnings.append(
+                f"{_names(rule)}: placement {rule.placement} with nvlink_group: "
+                f"{rule.nvlink_group} leaves {space.size - len(placements)} resource(s) "
+                f"of {space.describe()} free: the rest of their NVLink domain holds no "
+                "whole group"
             )
-            if parsed_rule.source != rule.placement and space.size > len(placements):
-                warnings.append(
-                    f"{_names(rule)}: placement {rule.placement} with nvlink_group: "
-                    f"{rule.nvlink_group} leaves {space.size - len(placements)} resource(s) "
-                    f"of {space.describe()} free: the rest of their NVLink domain holds no "
-                    "whole group"
-                )
-            if rule.nvlink_group is not None:
-                check_nvlink_groups(
-                    placements,
-                    rule.nvlink_group,
-                    inventory,
-                    names=_names(rule),
-                    path=f"cluster.component_placement.{key}.nvlink_group",
-                    ordered=config.node_order == "nvlink_domain",
-                )
-            for name in rule.names:
-                components[name] = placements
-            resolved.append((rule, space, entries))
-        warnings += _sharing_warnings(resolved, colocate)
+        if rule.nvlink_group is not None:
+            check_nvlink_groups(
+                placements,
+                rule.nvlink_group,
+                inventory,
+                names=_names(rule),
+                path=f"cluster.component_placement.{key}.nvlink_group",
+                ordered=config.node_order == "nvlink_domain",
+            )
+        for name in rule.names:
+            components[name] = placements
+        resolved.append((rule, space, entries))
+    warnings += _sharing_warnings(resolved, colocate)
     warnings += [busy.describe() for busy in busy_accelerators(inventory, components)]
     return Plan(config, inventory, MappingProxyType(components), tuple(warnings))
 
@@ -482,7 +475,7 @@ def _with_topology(
     inventory: Inventory,
     solver: TopologySolver,
     warnings: list[str],
-) -> tuple[list[Entry], tuple[Placement, ...]]:
+) -> tuple[list[Entry], Sequence[Placement]]:
     """Regroup by the rule's ``topology``, build the records, fill link and CPUs."""
     kinds = {run.kind for run in space.runs}
     if rule.topology != "any" and kinds != {SpaceKind.ACCELERATOR}:
@@ -524,16 +517,17 @@ def _with_topology(
     return entries, placements
 
 
-def _groups(entries: Sequence[Entry]) -> dict[int, frozenset[int]]:
-    """Per accelerator key, the accelerator set of a multi-accelerator process on it."""
-    groups: dict[int, frozenset[int]] = {}
+def _groups(entries: Sequence[Entry]) -> dict[int, tuple[int, ...]]:
+    """Per accelerator key, the sorted accelerator keys of a multi-accelerator process on
+    it (tuples of ints, which the garbage collector stops tracking; sets it never does)."""
+    groups: dict[int, tuple[int, ...]] = {}
     for _, run, ids in entries:
         if run.kind is not SpaceKind.ACCELERATOR:
             continue
         base = run.node_rank * _NODE_FACTOR
         for group in ids if isinstance(ids, list) else (ids,):
             if len(group) > 1:
-                keys = frozenset(base + i for i in group)
+                keys = tuple(sorted(base + i for i in group))
                 groups.update(dict.fromkeys(keys, keys))
     return groups
 
@@ -549,13 +543,15 @@ def _devices(entries: Sequence[Entry]) -> set[tuple[int, str, int]]:
 
 
 def _straddle(
-    a: dict[int, frozenset[int]], b: dict[int, frozenset[int]]
-) -> tuple[frozenset[int], frozenset[int]] | None:
+    a: dict[int, tuple[int, ...]], b: dict[int, tuple[int, ...]]
+) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     """A pair of partly overlapping process sets of a and b, if any."""
     small, large = (a, b) if len(a) <= len(b) else (b, a)
     for key, group in small.items():
         other = large.get(key)
-        if other is not None and not (group <= other or other <= group):
+        if other is None or other == group:
+            continue
+        if not (set(group).issubset(other) or set(other).issubset(group)):
             return (group, other) if small is a else (other, group)
     return None
 
@@ -565,7 +561,7 @@ def _sharing_warnings(
     colocate: Iterable[Iterable[str]],
 ) -> list[str]:
     declared = [frozenset(group) for group in colocate]
-    groups: dict[int, dict[int, frozenset[int]]] = {}
+    groups: dict[int, dict[int, tuple[int, ...]]] = {}
     devices: dict[int, set[tuple[int, str, int]]] = {}
     warnings: list[str] = []
     for i, (rule_a, space_a, entries_a) in enumerate(resolved):

@@ -15,7 +15,6 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from ._vocab import RLINF_CLUSTER_KEYS
 from .errors import PlacementError, Problem
 
 __all__ = ["Issues", "did_you_mean", "issue", "issues_from", "problems_from_validation_error"]
@@ -30,8 +29,13 @@ class Issues(PlacementError, ValueError):
     the path of the value (``""``, ``"[2]"``, ``".node_ranks"``).
     """
 
-    def __init__(self, issues: Sequence[tuple[str, str, object]]) -> None:
+    def __init__(
+        self, issues: Sequence[tuple[str, str, object]], *, partial: object = None
+    ) -> None:
         self.issues = tuple(issues)
+        #: For a list with broken items: the value with None for each broken item, so
+        #: the rules relating parts of a config still see the valid ones.
+        self.partial = partial
         super().__init__("; ".join(f"{s}: {m}" if s else m for s, m, _ in self.issues))
 
 
@@ -45,10 +49,7 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 
 
 def _loc_suffix(loc: Sequence[str | int]) -> str:
-    parts = list(loc)
-    if len(parts) >= 3 and parts[0] == "component_placement" and parts[2] == "node_groups":
-        parts[2] = "node_group"  # the YAML spelling of ComponentRule.node_groups
-    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in parts)
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
 
 
 def _unwrap(annotation: Any) -> Any:
@@ -94,25 +95,19 @@ def _field_named(model: type[BaseModel], name: str | int) -> Any:
 
 
 def _yaml_keys(model: type[BaseModel]) -> list[str]:
-    # ComponentRule's `key` comes from the mapping key and `node_groups` is spelled
-    # `node_group` in YAML.
-    if model.__name__ == "ComponentRule":
-        return ["node_group", "placement", "stride"]
-    return list(model.model_fields)
+    return [info.alias or name for name, info in model.model_fields.items()]
 
 
-def _message(error: Any, model: type[BaseModel], loc: Sequence[str | int]) -> str:
+def _message(error: Any, model: type[BaseModel] | None, loc: Sequence[str | int]) -> str:
     kind = error["type"]
     ctx = error.get("ctx") or {}
     value = error.get("input")
     if kind == "missing":
         return "required key is missing"
     if kind == "extra_forbidden":
-        parent = _model_at(model, loc[:-1])
+        parent = _model_at(model, loc[:-1]) if model is not None else None
         allowed = _yaml_keys(parent) if parent is not None else []
-        # At the section's top level, RLinf's own keys are accepted too: suggest them.
-        known = [*allowed, *RLINF_CLUSTER_KEYS] if len(loc) == 1 else allowed
-        hint = did_you_mean(str(loc[-1]), known)
+        hint = did_you_mean(str(loc[-1]), allowed)
         return (
             f"unknown key; allowed keys: {', '.join(allowed)}{hint}" if allowed else "unknown key"
         )
@@ -133,11 +128,6 @@ def _message(error: Any, model: type[BaseModel], loc: Sequence[str | int]) -> st
     if kind in {"tuple_type", "list_type", "iterable_type"}:
         return "expected a list"
     if kind in {"dict_type", "model_type", "model_attributes_type", "mapping_type"}:
-        if len(loc) == 2 and loc[0] == "component_placement":
-            return (
-                "expected a rule such as '0-7', or a mapping with placement "
-                "(and optionally node_group, stride)"
-            )
         return "expected a mapping"
     if kind in {"value_error", "assertion_error"} and "error" in ctx:
         return str(ctx["error"])
@@ -155,7 +145,9 @@ def _reworded(message: str) -> str:
     return message
 
 
-def issues_from(error: ValidationError, model: type[BaseModel]) -> list[tuple[str, str, object]]:
+def issues_from(
+    error: ValidationError, model: type[BaseModel] | None = None
+) -> list[tuple[str, str, object]]:
     """Turn a ValidationError of ``model`` into (path suffix, message, value) triples."""
     issues: list[tuple[str, str, object]] = []
     for item in error.errors():

@@ -26,7 +26,7 @@ from ._shown import shown
 from ._spares import Move, Profile, describe_profile, node_profile
 from .errors import NoSpareError, PlacementError, PlacementRuleError
 from .ranks import format_rank_list, parse_rank_list
-from .records import Placement, gc_paused
+from .records import Placement
 from .topology import TopologySolver
 
 __all__ = ["Replan", "replan"]
@@ -265,8 +265,7 @@ def replan(plan: Plan, lost: Iterable[int] | str | int) -> Replan:
     free = [r for r in spares if r not in lost_set]
     held = _on_lost(plan, lost_set)
     chosen = _choose_spares(plan, held, free)
-    with gc_paused():  # the copies of large components must not walk every record
-        components, moves = _move(plan, held, chosen)
+    components, moves = _move(plan, held, chosen)
     left = tuple(r for r in free if r not in chosen.values())
     new = Plan(
         plan.config.model_copy(update={"spare_nodes": left}),

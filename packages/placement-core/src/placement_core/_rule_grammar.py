@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._limits import MAX_RANK_DIGITS
+from ._rank_items import read_item
 from ._scalars import is_int
 from ._shown import shown, shown_digits
-from ._tokens import RANK_TOKEN, caret_block, rank_int
+from ._tokens import caret_block
 from .errors import PlacementRuleError, PlacementSyntaxError
 
-__all__ = ["Rule", "Segment", "check_divides", "parse_rule", "rule_error"]
+__all__ = ["Rule", "Segment", "check_divides", "parse_rule", "rule_error", "spans_resources"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,60 +141,41 @@ def _parse_segment(source: str, item: str, start: int, path: str | None) -> Segm
     processes = None
     if len(parts) == 2:
         processes = _parse_part(source, parts[1], start + len(parts[0]) + 1, "process", path)
-        if processes is None:
-            at = start + len(parts[0]) + 1
-            shift = len(parts[1]) - len(parts[1].lstrip())
-            raise PlacementSyntaxError(
-                "process ranks cannot be 'all': write them as INT or INT-INT",
-                source=source,
-                span=(at + shift, at + len(parts[1].rstrip())),
-                path=path,
-            )
     return Segment(resources, processes, span)
 
 
 def _parse_part(
     source: str, part: str, start: int, what: str, path: str | None
 ) -> tuple[int, int] | None:
-    match = RANK_TOKEN.match(part)
-    if match is None:
-        lead = len(part) - len(part.lstrip())
-        end = start + len(part.rstrip())
-        if not part.strip():
-            span = (start, start + max(1, len(part)))
-            found = "nothing"
-        else:
-            span = (start + lead, end)
-            found = shown(part.strip())
-        hint = " (ranks cannot be negative)" if part.strip().startswith("-") else ""
-        allowed = "INT, INT-INT or 'all'" if what == "resource" else "INT or INT-INT"
+    """One side of a segment: ``resources := INT | INT "-" INT | "all"``, ``processes :=
+    INT | INT "-" INT``; None for ``all``."""
+    allowed = "INT, INT-INT or 'all'" if what == "resource" else "INT or INT-INT"
+    not_all = f"{what} ranks cannot be 'all': write them as INT or INT-INT"
+    item = read_item(
+        source,
+        part,
+        start,
+        expected=f"{what} ranks as {allowed}",
+        all_error=None if what == "resource" else not_all,
+        path=path,
+    )
+    if item.is_all:
+        return None
+    if item.lo is None or item.hi is None:
+        digits, span = (
+            (item.digits[0], item.lo_span) if item.lo is None else (item.digits[1], item.hi_span)
+        )
         raise PlacementSyntaxError(
-            f"expected {what} ranks as {allowed}, got {found}{hint}",
+            f"{what} rank {shown_digits(digits)} is too large: a rank has at most "
+            f"{MAX_RANK_DIGITS} digits",
             source=source,
             span=span,
             path=path,
         )
-    if match["all"]:
-        return None
-    lo = rank_int(match["lo"])
-    hi = lo if match["hi"] is None else rank_int(match["hi"])
-    if lo is None or hi is None:
-        group = "lo" if lo is None else "hi"
-        raise PlacementSyntaxError(
-            f"{what} rank {shown_digits(match[group])} is too large: a rank has at most "
-            f"{MAX_RANK_DIGITS} digits",
-            source=source,
-            span=(start + match.start(group), start + match.end(group)),
-            path=path,
-        )
-    if hi < lo:
-        raise PlacementSyntaxError(
-            f"{what} range {lo}-{hi} ends before it starts",
-            source=source,
-            span=(start + match.start("lo"), start + match.end("hi")),
-            path=path,
-        )
-    return (lo, hi)
+    error = item.descending(source, f"{what} ", path)
+    if error is not None:
+        raise error
+    return (item.lo, item.hi)
 
 
 def _check_static(rule: Rule) -> None:
@@ -236,6 +218,15 @@ def _check_static(rule: Rule) -> None:
         resources = segment.num_resources
         if resources is not None and count is not None:
             check_divides(resources, count, rule, segment.span)
+
+
+def spans_resources(segment: Segment) -> bool:
+    """Whether a process of the segment may span several resources (where ``stride``
+    applies); for ``all:P`` that depends on the resource space."""
+    if segment.processes is None:
+        return False
+    resources = segment.num_resources
+    return resources is None or resources > (segment.num_processes or 0)
 
 
 def check_divides(resources: int, processes: int, rule: Rule, span: tuple[int, int]) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ._rule_grammar import Rule, check_divides, rule_error
 from ._scalars import is_int
+from ._shown import shown
 from .errors import PlacementRuleError
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ def resolve_rule(rule: Rule, space: ResourceSpace, *, stride: int = 1) -> list[E
         raise PlacementRuleError(f"stride must be an int >= 1, got {stride!r}", path=rule.path)
     entries: list[Entry] = []
     next_process = 0
+    spanning = False
     for segment in rule.segments:
         if segment.resources is None:
             if space.size == 0:
@@ -82,6 +84,7 @@ def resolve_rule(rule: Rule, space: ResourceSpace, *, stride: int = 1) -> list[E
                     entries.extend((share, run, ids) for ids in singles)
         else:
             per_process = num_resources // num_processes
+            spanning = spanning or per_process > 1
             block_stride = stride if per_process > 1 else 1
             if num_resources % (per_process * block_stride):
                 raise rule_error(
@@ -98,4 +101,11 @@ def resolve_rule(rule: Rule, space: ResourceSpace, *, stride: int = 1) -> list[E
                 raise rule_error(error.reason, rule, segment.span) from None
             entries.extend((len(ids), run, ids) for run, ids in groups)
         next_process += num_processes
+    if stride > 1 and not spanning:
+        raise PlacementRuleError(
+            f"stride {stride} has no effect: each process of placement {shown(rule.source)} "
+            f"holds one resource of {space.describe()}, and stride only spreads the "
+            "resources of a process that spans several",
+            path=rule.path,
+        )
     return entries

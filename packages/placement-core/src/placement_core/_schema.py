@@ -1,10 +1,15 @@
-"""The JSON Schema of a config document, from the models plus the YAML spellings."""
+"""The JSON Schema of a config document, generated from the models' field declarations.
+
+A field's YAML spelling is its alias; what a model's annotation cannot say (the short
+form of a rule, a field filled from the entry's key, RLinf's keys, the registered
+hardware types) is added here, once for every such field.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._models import ClusterConfig
+from ._models import ClusterConfig, ComponentRule
 from ._vocab import RLINF_CLUSTER_KEYS
 from ._vocab import ROOT_KEY as ROOT
 from .hardware import hardware_model, registered_hardware
@@ -20,13 +25,9 @@ def config_json_schema() -> dict[str, Any]:
     schema = ClusterConfig.model_json_schema(mode="validation")
     defs = schema.setdefault("$defs", {})
     rule = defs["ComponentRule"]
-    rule["properties"].pop("key", None)
-    rule["properties"]["node_group"] = {
-        "description": "a group label, 'a800,4090', or a list of labels (default: cluster)",
-        "anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "array"}],
-    }
-    rule["properties"].pop("node_groups", None)
-    rule["required"] = [r for r in rule.get("required", []) if r != "key"]
+    key = ComponentRule.key_field
+    rule["properties"].pop(key, None)
+    rule["required"] = [r for r in rule.get("required", []) if r != key]
     schema["properties"]["component_placement"] = {
         "description": "component name(s) -> rule; 'actor,inference' places both",
         "type": "object",

@@ -8,10 +8,10 @@ checked, and every problem of one config is reported together in one
 :class:`~placement_core.errors.ConfigError` whose :class:`~placement_core.errors.Problem` entries
 carry YAML paths such as ``cluster.node_groups[1].env_configs[0].node_ranks``.
 
-This module is the public face of the private modules that do the work: field types
-(``_fields``), models (``_models``), loading (``_loader``), the second pass over a broken
-config (``_raw_facts``), the cross-part rules (``_checks``) and the JSON Schema
-(``_schema``).
+This module is the public face of the private modules that do the work: the models, where
+each YAML key is declared once (``_models``), reusable field types (``_fields``), the one
+validation pass (``_validate``), loading (``_loader``), the rules relating parts of a
+config (``_checks``) and the JSON Schema generated from the models (``_schema``).
 """
 
 from __future__ import annotations

@@ -750,7 +750,7 @@ def _rule(
     if derived.per_process > 1:
         text += f":0-{processes - 1}" if processes > 1 else ":0"
     rule: dict[str, Any] = {"node_group": list(written.node_groups), "placement": text}
-    if derived.stride > 1:
+    if derived.stride > 1 and derived.per_process > 1:  # stride spreads multi-GPU engines
         rule["stride"] = derived.stride
     # What RLinf has no word for is the written rule's, and stays.
     if written.topology == "best" and derived.stride > 1:

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ._limits import MAX_NODES
+from ._rank_items import rank_items
 from ._scalars import is_int
 from ._shown import shown, shown_digits
-from ._tokens import RANK_TOKEN, rank_int
-from .errors import PlacementRuleError, PlacementSyntaxError
+from .errors import PlacementRuleError
 
 __all__ = ["format_rank_list", "parse_rank_list"]
 
@@ -170,54 +170,35 @@ def _parse_text(
     path: str | None,
 ) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
-    offset = 0
-    for item in text.split(","):
-        start, end = offset, offset + len(item)
-        offset = end + 1
-        if not item.strip():
-            continue
-        match = RANK_TOKEN.match(item)
-        if match is None:
-            lead = len(item) - len(item.lstrip())
-            span = (start + lead, start + len(item.rstrip()))
-            hint = " (ranks cannot be negative)" if item.strip().startswith("-") else ""
-            raise PlacementSyntaxError(
-                f"expected INT, INT-INT or 'all' in a rank list, got {shown(item.strip())}{hint}",
-                source=text,
-                span=span,
-                path=path,
-            )
-        if match["all"]:
-            if available is None:
-                raise PlacementSyntaxError(
-                    "'all' has no meaning here: name the ranks explicitly",
-                    source=text,
-                    span=(start + match.start("all"), start + match.end("all")),
-                    path=path,
-                )
+    items = rank_items(
+        text,
+        expected="INT, INT-INT or 'all' in a rank list",
+        all_error=None if available is not None else _ALL_HERE,
+        path=path,
+    )
+    for item in items:
+        if available is not None and item.is_all:
             if isinstance(available, range) and available.step == 1:
                 if available:
                     spans.append((available.start, available.stop - 1))
             else:
                 spans.extend((rank, rank) for rank in available)
             continue
-        lo = rank_int(match["lo"])
-        hi = lo if match["hi"] is None else rank_int(match["hi"])
+        lo, hi = item.lo, item.hi
         if lo is None or hi is None or hi >= bound[0]:
             if lo is None or hi is None:
-                first = shown_digits(match["lo"] if lo is None else match["hi"])
+                first = shown_digits(item.digits[0] if lo is None else item.digits[1])
             else:  # the first rank outside a known set; the typed bound otherwise
                 first = str(hi if available is None else max(lo, bound[0]))
             raise _out_of_range(first, bound, value, path)
-        if hi < lo:
-            raise PlacementSyntaxError(
-                f"range {lo}-{hi} ends before it starts",
-                source=text,
-                span=(start + match.start("lo"), start + match.end("hi")),
-                path=path,
-            )
+        error = item.descending(text, "", path)
+        if error is not None:
+            raise error
         spans.append((lo, hi))
     return spans
+
+
+_ALL_HERE = "'all' has no meaning here: name the ranks explicitly"
 
 
 def _check_available(

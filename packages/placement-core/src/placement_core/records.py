@@ -2,30 +2,32 @@
 
 See docs/concepts/placement-records.md.
 
-A :class:`Placement` is a frozen, slotted dataclass. Plans hold up to millions of them,
-so :func:`build_placements` avoids the dataclass ``__init__`` (one
-``object.__setattr__`` per field): it fills a layout-identical mutable twin and then
-switches the object's class, builds the records of one node and group with ``map()``
-over ``repeat()`` (no bytecode loop per record) and shares equal tuples between records.
-On request (``pause_gc=True``) it also pauses the cyclic garbage collector while it
-allocates (each collection would walk every record built so far); that touches the whole
-process, so it is off by default.
+A :class:`Placement` is a frozen, slotted dataclass. Plans hold up to millions of
+processes, so :func:`build_placements` builds no record at all: it returns
+:class:`Placements`, one small segment per node and group (what every record of the
+segment shares, and a list for what differs per process), and records are built when
+read. Were the records built up front, each would be an object the cyclic garbage
+collector tracks (every instance of a Python class is), and its collections would walk
+them all again and again while a large plan is built: time would grow faster than the
+plan. Reading builds each record with ``map()`` over ``repeat()`` (no bytecode loop per
+record) through a layout-identical mutable twin whose class is then switched (no
+``object.__setattr__`` per field), and equal tuples are shared between records.
 """
 
 from __future__ import annotations
 
-import gc
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, fields
-from itertools import groupby, repeat
-from operator import itemgetter
+from itertools import chain, groupby, islice, repeat
+from operator import eq, itemgetter
+from typing import Any, overload
 
 from .inventory import Inventory
 from .rules import Entry
 from .spaces import SpaceKind
 
-__all__ = ["Placement", "build_placements", "gc_paused", "gc_paused_if"]
+__all__ = ["Placement", "Placements", "build_placements"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,34 +146,6 @@ if tuple(f.name for f in fields(Placement)) != Placement.__slots__:  # pragma: n
     raise RuntimeError("Placement's slots must follow its field order for the fast builder")
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector (if enabled) for a burst of allocations.
-
-    Records hold no reference cycles, and a collection during the burst would walk every
-    record built so far. On the way out the new objects are long-lived, so they go
-    straight to the oldest generation (``gc.freeze()`` then ``gc.unfreeze()``: two O(1)
-    list splices) instead of being walked again by the young generations' collections;
-    this is skipped when the process uses ``gc.freeze()`` itself. Re-entrant (only the
-    outermost pause acts), and restores the collector's previous state.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            if gc.get_freeze_count() == 0:
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
-
-
-def gc_paused_if(pause: bool) -> AbstractContextManager[None]:
-    """:func:`gc_paused` when ``pause`` is true, else a context that does nothing."""
-    return gc_paused() if pause else nullcontext()
-
-
 def _segments(
     batch: list[Entry],
 ) -> Iterator[tuple[int, tuple[int, ...] | list[tuple[int, ...]]]]:
@@ -196,13 +170,149 @@ def _segments(
         yield len(singles), singles
 
 
+#: One segment of records: ``(first rank, count, node_rank, node_id, placement node,
+#: first local rank, local world size, hardware ranks, visible accelerators, local
+#: accelerator rank, accelerator type, node group, isolate, hardware type)``. The three
+#: per-process fields are a list (one value per process) or one value for all of them;
+#: a local accelerator rank of None is the first of each process's hardware ranks.
+_Segment = tuple[Any, ...]
+_FIELDS = 14
+_PER_PROCESS = (7, 8, 9)
+_FIRST = itemgetter(0)
+
+
+class Placements(Sequence[Placement]):
+    """A component's placement records, in rank order, stored compactly and built when read.
+
+    It behaves like a tuple of :class:`Placement` (indexing, slicing, iteration,
+    ``len``, ``==`` with a tuple of the same records, hashing, pickling), but holds only
+    one small segment per node and group, so a plan of a million processes makes no
+    million objects for the garbage collector to walk. Each record read is a fresh
+    :class:`Placement`, equal to any other read of it.
+    """
+
+    __slots__ = ("_annotations", "_columns", "_len")
+
+    def __init__(self, segments: Iterable[_Segment] = ()) -> None:
+        # One list per segment field rather than a tuple per segment: a few objects for
+        # the collector to track, however many nodes.
+        self._columns: tuple[list[Any], ...] = tuple([] for _ in range(_FIELDS))
+        appends = [column.append for column in self._columns]
+        for segment in segments:
+            for append, value in zip(appends, segment, strict=True):
+                append(value)
+        self._len: int = sum(self._columns[1])
+        self._annotations: tuple[list[Any], list[Any], list[Any]] | None = None
+
+    def _segment(self, index: int) -> _Segment:
+        return tuple(column[index] for column in self._columns)
+
+    def annotate(self, links: list[Any], numa: list[Any], cpus: list[Any]) -> None:
+        """Set every record's ``link``, ``numa_node`` and ``cpus``.
+
+        The planner does this once, while the records are fresh and not shared yet.
+
+        Args:
+            links: One ``link`` per record, in rank order.
+            numa: One ``numa_node`` per record, in rank order.
+            cpus: One ``cpus`` per record, in rank order.
+
+        Raises:
+            ValueError: A list does not have one value per record.
+        """
+        if not len(links) == len(numa) == len(cpus) == self._len:
+            raise ValueError(f"expected {self._len} values of each annotation")
+        self._annotations = (links, numa, cpus)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[Placement]:
+        segments = map(self._segment, range(len(self._columns[0])))
+        return chain.from_iterable(map(self._records, segments))
+
+    def _records(self, segment: _Segment) -> Iterator[Placement]:
+        start, count = segment[0], segment[1]
+        columns: list[Iterable[Any]] = [range(start, start + count)]
+        for i, value in enumerate(segment[2:], 2):
+            if i in _PER_PROCESS and isinstance(value, list):
+                columns.append(value)
+            elif i == 5:
+                columns.append(range(value, value + count))
+            elif i == 9 and value is None:
+                columns.append(map(_FIRST, segment[7]))
+            else:
+                columns.append(repeat(value, count))
+        if self._annotations is not None:
+            columns += [islice(column, start, start + count) for column in self._annotations]
+        return map(_MAKE, *columns)
+
+    @overload
+    def __getitem__(self, index: int) -> Placement: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Placement, ...]: ...
+    def __getitem__(self, index: int | slice) -> Placement | tuple[Placement, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        rank = index + self._len if index < 0 else index
+        if not 0 <= rank < self._len:
+            raise IndexError("placement index out of range")
+        segment = self._segment(bisect_right(self._columns[0], rank) - 1)
+        offset = rank - segment[0]
+        values = [
+            value[offset] if i in _PER_PROCESS and isinstance(value, list) else value
+            for i, value in enumerate(segment[2:], 2)
+        ]
+        values[3] += offset  # local rank
+        if values[7] is None:
+            values[7] = values[5][0]  # the first of its accelerators
+        extra = [column[rank] for column in self._annotations or ()]
+        return _MAKE(rank, *values, *extra)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Placements | tuple):
+            return len(self) == len(other) and all(map(eq, self, other))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __add__(self, other: object) -> tuple[Placement, ...]:
+        if isinstance(other, Placements | tuple):
+            return (*self, *other)
+        return NotImplemented
+
+    def __radd__(self, other: object) -> tuple[Placement, ...]:
+        if isinstance(other, tuple):
+            return (*other, *self)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self._columns, self._annotations, self._len))
+
+
+def _rebuild(
+    columns: tuple[list[Any], ...],
+    annotations: tuple[list[Any], list[Any], list[Any]] | None,
+    length: int,
+) -> Placements:
+    placements = Placements()
+    placements._columns, placements._annotations, placements._len = columns, annotations, length
+    return placements
+
+
+_MAKE: Callable[..., Placement] = _Twin  # type: ignore[assignment]
+
+
 def build_placements(
     entries: Sequence[Entry],
     inventory: Inventory,
     *,
     isolate_accelerator: bool = True,
-    pause_gc: bool = False,
-) -> tuple[Placement, ...]:
+) -> Placements:
     """Turn resolved entries (rank order) into placement records.
 
     Args:
@@ -210,12 +320,11 @@ def build_placements(
         inventory: The nodes the runs refer to.
         isolate_accelerator: Whether accelerator placements hide the node's other
             accelerators.
-        pause_gc: Build under :func:`gc_paused` (process-wide; see there).
 
     Returns:
-        One placement per process, by rank; equal tuples are shared between records.
+        One placement per process, by rank, stored compactly (records are built when
+        read); equal tuples are shared between records.
     """
-    nodes = inventory.nodes
     # Consecutive entries on one run (one node and group) are built together.
     batches = [(run, list(batch)) for run, batch in groupby(entries, key=itemgetter(1))]
     counts: dict[int, int] = {}
@@ -223,77 +332,79 @@ def build_placements(
         counts[run.node_rank] = counts.get(run.node_rank, 0) + sum(e[0] for e in batch)
     placement_rank = {node_rank: i for i, node_rank in enumerate(counts)}
     next_local = dict.fromkeys(counts, 0)
-    node_view: dict[int, tuple[str, tuple[int, ...], str | None, int]] = {}
-    visible_ids: dict[int, tuple[int, ...]] = {}
-    out: list[Placement] = []
-    extend = out.extend
-    make: Callable[..., Placement] = _Twin  # type: ignore[assignment]
-    accelerator_kind = SpaceKind.ACCELERATOR
-    hardware_kind = SpaceKind.HARDWARE
-    empty: tuple[int, ...] = ()
+    views: dict[int, tuple[str, tuple[int, ...], str | None, int]] = {}
+    shared_ids: dict[int, tuple[int, ...]] = {}
+    segments: list[_Segment] = []
     rank = 0
-    with gc_paused_if(pause_gc):
-        for run, batch in batches:
-            node_rank = run.node_rank
-            view = node_view.get(node_rank)
-            if view is None:
-                node = nodes[node_rank]
-                # Nodes of a uniform inventory share one accelerators tuple: derive the
-                # id tuple once per distinct tuple.
-                all_ids = visible_ids.get(id(node.accelerators))
-                if all_ids is None:
-                    all_ids = node.accelerator_ids
-                    visible_ids[id(node.accelerators)] = all_ids
-                view = (node.node_id, all_ids, node.accelerator_type, all_ids[0] if all_ids else -1)
-                node_view[node_rank] = view
-            node_id, all_ids, accelerator_type, first_accelerator = view
-            kind = run.kind
-            isolate = isolate_accelerator and kind is accelerator_kind
-            hardware_type = run.resource_type if kind is hardware_kind else None
-            shown_type = accelerator_type if isolate or all_ids else None
-            placement_node = placement_rank[node_rank]
-            world = counts[node_rank]
-            group = run.group
-            # map() over repeat() builds records at C speed: no bytecode loop, no
-            # per-record argument shuffling.
-            for count, ids in _segments(batch):
-                local = next_local[node_rank]
-                next_local[node_rank] = local + count
-                if isinstance(ids, list):  # one process per id tuple
-                    hardware_ranks: Iterable[tuple[int, ...]] = ids
-                    if kind is accelerator_kind:
-                        visible: Iterable[tuple[int, ...]] = ids if isolate else repeat(all_ids)
-                        local_accelerator: Iterable[int] = [i[0] for i in ids]
-                    else:
-                        hardware_ranks = ids if kind is hardware_kind else repeat(empty)
-                        visible = repeat(all_ids)
-                        local_accelerator = repeat(first_accelerator)
-                else:  # ``count`` processes on one id tuple
-                    if kind is accelerator_kind:
-                        hardware_ranks = repeat(ids)
-                        visible = repeat(ids if isolate else all_ids)
-                        local_accelerator = repeat(ids[0])
-                    else:
-                        hardware_ranks = repeat(ids if kind is hardware_kind else empty)
-                        visible = repeat(all_ids)
-                        local_accelerator = repeat(first_accelerator)
-                extend(
-                    map(
-                        make,
-                        range(rank, rank + count),
-                        repeat(node_rank, count),
-                        repeat(node_id, count),
-                        repeat(placement_node, count),
-                        range(local, local + count),
-                        repeat(world, count),
-                        hardware_ranks,
-                        visible,
-                        local_accelerator,
-                        repeat(shown_type, count),
-                        repeat(group, count),
-                        repeat(isolate, count),
-                        repeat(hardware_type, count),
-                    )
+    for run, batch in batches:
+        node_rank = run.node_rank
+        node_id, all_ids, accelerator_type, first_accelerator = _node_view(
+            views, shared_ids, inventory, node_rank
+        )
+        kind = run.kind
+        isolate = isolate_accelerator and kind is SpaceKind.ACCELERATOR
+        hardware_type = run.resource_type if kind is SpaceKind.HARDWARE else None
+        shown_type = accelerator_type if isolate or all_ids else None
+        for count, ids in _segments(batch):
+            local = next_local[node_rank]
+            next_local[node_rank] = local + count
+            hardware, visible, first = _devices(kind, ids, isolate, all_ids, first_accelerator)
+            segments.append(
+                (
+                    rank,
+                    count,
+                    node_rank,
+                    node_id,
+                    placement_rank[node_rank],
+                    local,
+                    counts[node_rank],
+                    hardware,
+                    visible,
+                    first,
+                    shown_type,
+                    run.group,
+                    isolate,
+                    hardware_type,
                 )
-                rank += count
-    return tuple(out)
+            )
+            rank += count
+    return Placements(segments)
+
+
+def _node_view(
+    views: dict[int, tuple[str, tuple[int, ...], str | None, int]],
+    shared_ids: dict[int, tuple[int, ...]],
+    inventory: Inventory,
+    node_rank: int,
+) -> tuple[str, tuple[int, ...], str | None, int]:
+    """``(node id, accelerator ids, accelerator type, first accelerator)`` of a node."""
+    view = views.get(node_rank)
+    if view is None:
+        node = inventory.nodes[node_rank]
+        # Nodes of a uniform inventory share one accelerators tuple: derive the id
+        # tuple once per distinct tuple.
+        all_ids = shared_ids.get(id(node.accelerators))
+        if all_ids is None:
+            all_ids = shared_ids[id(node.accelerators)] = node.accelerator_ids
+        view = (node.node_id, all_ids, node.accelerator_type, all_ids[0] if all_ids else -1)
+        views[node_rank] = view
+    return view
+
+
+def _devices(
+    kind: SpaceKind,
+    ids: tuple[int, ...] | list[tuple[int, ...]],
+    isolate: bool,
+    all_ids: tuple[int, ...],
+    first_accelerator: int,
+) -> tuple[Any, Any, Any]:
+    """``(hardware ranks, visible accelerators, local accelerator rank)`` of a segment:
+    each a list with one value per process, or one value for all of them."""
+    empty: tuple[int, ...] = ()
+    if isinstance(ids, list):  # one process per id tuple
+        if kind is SpaceKind.ACCELERATOR:  # None: the first of each process's ids
+            return ids, ids if isolate else all_ids, None
+        return ids if kind is SpaceKind.HARDWARE else empty, all_ids, first_accelerator
+    if kind is SpaceKind.ACCELERATOR:  # ``count`` processes on one id tuple
+        return ids, ids if isolate else all_ids, ids[0]
+    return ids if kind is SpaceKind.HARDWARE else empty, all_ids, first_accelerator

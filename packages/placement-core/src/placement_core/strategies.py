@@ -128,7 +128,7 @@ class Packed:
         config: ClusterConfig | None = None,
         *,
         inventory: Inventory | None = None,
-    ) -> tuple[Placement, ...]:
+    ) -> Sequence[Placement]:
         """The placements of this strategy.
 
         Args:
@@ -211,7 +211,7 @@ class Flexible:
         config: ClusterConfig | None = None,
         *,
         inventory: Inventory | None = None,
-    ) -> tuple[Placement, ...]:
+    ) -> Sequence[Placement]:
         """The placements of this strategy (see :meth:`Packed.place`)."""
         space = _space(target, config, self.node_group)
         return build_placements(
@@ -310,7 +310,7 @@ class NodeStrategy:
 
     def place(
         self, inventory: Inventory, config: ClusterConfig | None = None
-    ) -> tuple[Placement, ...]:
+    ) -> Sequence[Placement]:
         """The placements: each process sees every accelerator of its node."""
         return build_placements(self.entries(inventory, config), inventory)
 
@@ -360,7 +360,7 @@ class StridedRollout:
     trainer_tp: int
     rollout_tp: int
     strategy: Packed
-    placements: tuple[Placement, ...]
+    placements: Sequence[Placement]
     shared_with: tuple[tuple[int, ...], ...]
 
     @property

@@ -42,7 +42,7 @@ from ._vocab import TOPOLOGY_MODES, TopologyMode
 from .errors import PlacementRuleError
 from .inventory import Inventory, Node
 from .ranks import format_rank_list, parse_rank_list
-from .records import Placement
+from .records import Placement, Placements
 from .rules import Entry
 from .spaces import SpaceKind
 
@@ -297,10 +297,13 @@ class TopologySolver:
             links_out += values[0]
             numa_out += values[1]
             cpus_out += values[2]
-        # The records are fresh and not shared yet: fill their slots at C speed.
-        deque(map(_SET_LINK, placements, links_out), maxlen=0)
-        deque(map(_SET_NUMA, placements, numa_out), maxlen=0)
-        deque(map(_SET_CPUS, placements, cpus_out), maxlen=0)
+        # The records are fresh and not shared yet.
+        if isinstance(placements, Placements):
+            placements.annotate(links_out, numa_out, cpus_out)
+        else:  # built records: fill their slots at C speed
+            deque(map(_SET_LINK, placements, links_out), maxlen=0)
+            deque(map(_SET_NUMA, placements, numa_out), maxlen=0)
+            deque(map(_SET_CPUS, placements, cpus_out), maxlen=0)
         return unknown
 
 
