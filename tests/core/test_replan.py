@@ -68,10 +68,8 @@ def test_survivors_keep_their_records() -> None:
     before = planned()
     after = replan(before, 1).plan
     assert after.components["rollout"] is before.components["rollout"]
-    assert all(
-        a is b
-        for a, b in zip(after.components["actor"][:8], before.components["actor"][:8], strict=True)
-    )
+    # Records are built when read (placement_core.Placements): equal, not the same object.
+    assert after.components["actor"][:8] == before.components["actor"][:8]
 
 
 def test_a_moved_process_keeps_its_environment_but_the_master() -> None:

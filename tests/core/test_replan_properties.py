@@ -126,7 +126,7 @@ def test_records_change_only_their_node(case: tuple[Plan, list[int]]) -> None:
                     old, node_rank=new.node_rank, node_id=f"node-{new.node_rank}"
                 )
             else:
-                assert new is old
+                assert new == old
 
 
 @SETTINGS

@@ -140,9 +140,6 @@ def _check_ranges(config: Part) -> Iterable[Issue]:
     for i, ranks in enumerate(_inventory(config)):
         if ranks is not None and (bad := [r for r in ranks if r >= n]):
             yield f".inventory[{i}].node_ranks", message(bad), format_rank_list(ranks)
-    spares = config.get("spare_nodes")
-    if spares and (bad := [r for r in spares if r >= n]):
-        yield ".spare_nodes", message(bad), format_rank_list(spares)
 
 
 def _check_labels(groups: Sequence[Part]) -> Iterable[Issue]:

@@ -108,6 +108,18 @@ def _mentions_all(value: object) -> bool:
 NodeRanks = Annotated[
     tuple[int, ...], BeforeValidator(_node_ranks), WithJsonSchema(_RANK_LIST_SCHEMA)
 ]
+
+
+def _spare_ranks(value: object, info: ValidationInfo) -> tuple[int, ...]:
+    if isinstance(value, list | tuple) and not value:
+        return ()  # no spares: the default, or `spare_nodes: []`
+    return _node_ranks(value, info)
+
+
+#: ``cluster.spare_nodes``: a rank list, or an empty list for none.
+SpareRanks = Annotated[
+    tuple[int, ...], BeforeValidator(_spare_ranks), WithJsonSchema(_RANK_LIST_SCHEMA)
+]
 PositiveInt = Annotated[int, Field(strict=True, gt=0)]
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
 

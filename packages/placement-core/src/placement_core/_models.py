@@ -38,6 +38,7 @@ from ._fields import (
     NonNegativeInt,
     PlacementText,
     PositiveInt,
+    SpareRanks,
 )
 from ._limits import MAX_EXPANDED_RANKS
 from ._nvlink_fields import DomainName, NvlinkGroup
@@ -286,7 +287,7 @@ class ClusterConfig(_Model):
     node_groups: tuple[NodeGroup, ...] = ()
     inventory: tuple[InventoryEntry, ...] = ()
     node_order: NodeOrder = "inventory"
-    spare_nodes: NodeRanks = Field(
+    spare_nodes: SpareRanks = Field(
         default=(),
         description="nodes no component may use, kept to take over a lost node's processes",
     )

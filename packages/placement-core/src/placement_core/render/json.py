@@ -177,10 +177,12 @@ def write_json(plan: Plan, out: TextIO, *, indent: int | None = 2) -> None:
         indent: As ``json.dumps``'s; None writes one line.
     """
     topology = inventory_has_topology(plan.inventory)
+    nodes = plan.inventory.nodes
+    domains = any(node.nvlink_domain is not None for node in nodes)
     writer = _Writer(out, indent)
     out.write("{" + writer.newline(1) + '"schema": ' + json.dumps(JSON_SCHEMA_VERSION))
     out.write(writer.comma + writer.newline(1) + '"nodes": ')
-    writer.array((_node(node, topology) for node in plan.inventory.nodes), 1)
+    writer.array((_node(node, topology, domains) for node in nodes), 1)
     out.write(writer.comma + writer.newline(1) + '"components": ')
     if not plan.components:
         out.write("{}")
@@ -188,16 +190,21 @@ def write_json(plan: Plan, out: TextIO, *, indent: int | None = 2) -> None:
         out.write("{")
         for i, (name, placements) in enumerate(plan.components.items()):
             out.write((writer.comma if i else "") + writer.newline(2) + json.dumps(name) + ": ")
-            writer.array(
-                (
-                    _placement(p, plan.env(name, p.rank), topology, plan.interpreter(name, p.rank))
-                    for p in placements
-                ),
-                2,
-            )
+            writer.array((_streamed(plan, name, p, topology, domains) for p in placements), 2)
         out.write(writer.newline(1) + "}")
     out.write(writer.comma + writer.newline(1) + '"warnings": ')
-    out.write(writer.dump(list(plan.warnings), 1) + writer.newline(0) + "}\n")
+    out.write(writer.dump(list(plan.warnings), 1))
+    for key, value in _spares(plan).items():
+        out.write(writer.comma + writer.newline(1) + json.dumps(key) + ": ")
+        out.write(writer.dump(value, 1))
+    out.write(writer.newline(0) + "}\n")
+
+
+def _streamed(plan: Plan, name: str, p: Placement, topology: bool, domains: bool) -> dict[str, Any]:
+    out = _placement(p, plan.env(name, p.rank), topology, plan.interpreter(name, p.rank))
+    if domains:
+        out["nvlink_domain"] = plan.inventory.nodes[p.node_rank].nvlink_domain
+    return out
 
 
 class _Writer:
