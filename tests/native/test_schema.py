@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from placement_native import Accelerator, Link, MigInstance, NodeSnapshot, Process
+from placement_native import Accelerator, Fabric, Link, MigInstance, NodeSnapshot, Process
 from placement_native._model import SCHEMA_VERSION, record_maker
 from placement_native.errors import EnvVarError
 
@@ -134,6 +134,7 @@ def test_record_maker_builds_the_same_frozen_records() -> None:
         None,
         7,
         (Process(pid=42, used_memory_bytes=None),),
+        Fabric("8f9e0a1b-0000-4000-8000-000000000001", 7, "completed", "success", 0),
     )
     made = record_maker(Accelerator)(*values)
     assert made == Accelerator(*values)

@@ -9,13 +9,18 @@ keys (``compute_capability``, ``mig_instances``, ``error``, ``memory_used_bytes`
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Callable
+from functools import partial
+from itertools import repeat
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 __all__ = [
     "SCHEMA_VERSION",
+    "FABRIC_STATES",
     "Accelerator",
+    "Fabric",
     "Link",
     "MigInstance",
     "NodeSnapshot",
@@ -25,6 +30,7 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 _T = TypeVar("_T")
+_drain = partial(deque, maxlen=0)  # runs an iterator to its end, in C
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +97,52 @@ class MigInstance:
         }
 
 
+# nvmlGpuFabricState_t -> the names the snapshot gives.
+FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+
+
+@dataclass(frozen=True, slots=True)
+class Fabric:
+    """The NVLink fabric a GPU is registered with (rack-scale NVLink, e.g. GB200 NVL72).
+
+    GPUs that share ``cluster_uuid`` and ``clique_id`` reach each other over NVLink, across
+    trays; a GPU whose registration is not ``completed`` with status ``success`` is not
+    (yet) part of its domain.
+
+    Attributes:
+        cluster_uuid: The fabric's cluster UUID, canonical form
+            (``8-4-4-4-12`` lowercase hex digits).
+        clique_id: The clique (NVLink partition) within the cluster.
+        state: ``not_supported``, ``not_started``, ``in_progress`` or ``completed``
+            (``state_<n>`` for a value newer than this package).
+        status: The registration's NVML return code by name, lowercased without its
+            ``NVML_ERROR_`` / ``NVML_`` prefix (``success``, ``not_ready``, ...).
+        health_mask: NVML's fabric health mask (0 where the driver has only the legacy
+            call, which reports none).
+    """
+
+    cluster_uuid: str
+    clique_id: int
+    state: str
+    status: str
+    health_mask: int = 0
+
+    @property
+    def registered(self) -> bool:
+        """Whether the GPU is registered: state ``completed`` with status ``success``."""
+        return self.state == "completed" and self.status == "success"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fabric as a JSON-ready dict."""
+        return {
+            "cluster_uuid": self.cluster_uuid,
+            "clique_id": self.clique_id,
+            "state": self.state,
+            "status": self.status,
+            "health_mask": self.health_mask,
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class Accelerator:
     """One physical GPU of this node.
@@ -118,6 +170,8 @@ class Accelerator:
         processes: The compute processes running on the GPU (on a GPU in MIG mode: those
             of its MIG instances), in NVML's order; empty when none runs, None where NVML
             did not list them.
+        fabric: The NVLink fabric the GPU is registered with, or None where the driver
+            reports none (no fabric on this GPU, or a driver without the query).
     """
 
     index: int
@@ -136,6 +190,7 @@ class Accelerator:
     error: str | None = None
     memory_used_bytes: int | None = None
     processes: tuple[Process, ...] | None = None
+    fabric: Fabric | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The accelerator as a node-snapshot accelerator entry, plus the extra keys
@@ -156,6 +211,7 @@ class Accelerator:
             "memory_used_bytes": self.memory_used_bytes,
             "processes": _processes_dict(self.processes),
             "error": self.error,
+            "fabric": None if self.fabric is None else self.fabric.to_dict(),
         }
 
 
@@ -270,17 +326,19 @@ def record_maker(cls: type[_T]) -> Callable[..., _T]:
     A frozen dataclass's ``__init__`` assigns every field through ``object.__setattr__``;
     a snapshot builds dozens of records, and that alone cost more than the whole C call.
     The maker takes every field in declaration order (no defaults) and produces the same
-    object, still frozen: it fills an instance of a plain class with the same slots (a
-    plain attribute store each), then makes it a ``cls`` by assigning ``__class__``, which
-    CPython allows between classes of one layout.
+    object, still frozen: it fills an instance of a plain class with the same slots (one
+    C-level ``setattr`` per field, looped in C by ``map``), then makes it a ``cls`` by
+    assigning ``__class__``, which CPython allows between classes of one layout.
     """
-    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
     slots: tuple[str, ...] = cls.__slots__  # type: ignore[attr-defined]
     builder = type(f"_{cls.__name__}Builder", (), {"__slots__": slots})
-    namespace: dict[str, Any] = {"_new": object.__new__, "_builder": builder, "_cls": cls}
-    lines = [f"def make({', '.join(names)}):", "    obj = _new(_builder)"]
-    lines += [f"    obj.{name} = {name}" for name in names]
-    lines += ["    obj.__class__ = _cls", "    return obj"]
-    exec("\n".join(lines), namespace)  # the source is built above from field names only
-    maker: Callable[..., _T] = namespace["make"]
-    return maker
+    new, count = object.__new__, len(names)
+
+    def make(*values: Any) -> _T:  # every field's value, in order (the callers' contract)
+        obj = new(builder)
+        _drain(map(setattr, repeat(obj, count), names, values))
+        obj.__class__ = cls
+        return obj  # type: ignore[no-any-return]
+
+    return make
