@@ -70,6 +70,7 @@ def test_spec_example_round_trips_through_json() -> None:
         "memory_used_bytes": None,
         "processes": None,
         "error": None,
+        "fabric": None,
     }
     assert data["links"] == [[0, 1, "NV18"]]
     assert (data["driver"], data["source"], data["nvml_error"]) == ("580.159.04", "nvml-cffi", None)
