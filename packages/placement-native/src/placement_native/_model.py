@@ -9,11 +9,8 @@ keys (``compute_capability``, ``mig_instances``, ``error``, ``memory_used_bytes`
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Callable
-from functools import partial
-from itertools import repeat
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, make_dataclass
 from typing import Any, TypeVar
 
 __all__ = [
@@ -30,7 +27,6 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 _T = TypeVar("_T")
-_drain = partial(deque, maxlen=0)  # runs an iterator to its end, in C
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,19 +322,21 @@ def record_maker(cls: type[_T]) -> Callable[..., _T]:
     A frozen dataclass's ``__init__`` assigns every field through ``object.__setattr__``;
     a snapshot builds dozens of records, and that alone cost more than the whole C call.
     The maker takes every field in declaration order (no defaults) and produces the same
-    object, still frozen: it fills an instance of a plain class with the same slots (one
-    C-level ``setattr`` per field, looped in C by ``map``), then makes it a ``cls`` by
-    assigning ``__class__``, which CPython allows between classes of one layout.
+    object, still frozen: it is a plain (not frozen) slotted dataclass with the same fields,
+    whose ``__init__`` stores each slot directly, and whose ``__post_init__`` makes the new
+    object a ``cls`` by assigning ``__class__``, which CPython allows between classes of one
+    layout.
     """
-    names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
-    slots: tuple[str, ...] = cls.__slots__  # type: ignore[attr-defined]
-    builder = type(f"_{cls.__name__}Builder", (), {"__slots__": slots})
-    new, count = object.__new__, len(names)
 
-    def make(*values: Any) -> _T:  # every field's value, in order (the callers' contract)
-        obj = new(builder)
-        _drain(map(setattr, repeat(obj, count), names, values))
-        obj.__class__ = cls
-        return obj  # type: ignore[no-any-return]
+    def become(self: Any) -> None:
+        self.__class__ = cls
 
-    return make
+    maker: Callable[..., _T] = make_dataclass(
+        f"_{cls.__name__}Maker",
+        [(f.name, Any) for f in fields(cls)],  # type: ignore[arg-type]
+        namespace={"__post_init__": become},
+        slots=True,
+        eq=False,
+        repr=False,
+    )
+    return maker
