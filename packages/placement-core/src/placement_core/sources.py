@@ -143,19 +143,16 @@ class _Snapshot(_Lenient):
     nvml_error: str | None = None
 
 
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     data = dict(pairs)
     if len(data) != len(pairs):
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise _DuplicateKey(key)
+                raise InventoryError(
+                    f"invalid snapshot: key {key!r} appears twice in one JSON object (a "
+                    "snapshot says each thing once)"
+                )
             seen.add(key)
     return data
 
@@ -187,12 +184,8 @@ def _read_snapshot(source: SnapshotSource, position: int) -> tuple[Mapping[str, 
         ) from None
     try:
         data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
-    except _DuplicateKey as duplicate:
-        raise InventoryError(
-            f"invalid snapshot: key {duplicate.key!r} appears twice in one JSON object "
-            "(a snapshot says each thing once)",
-            path=name,
-        ) from None
+    except InventoryError as duplicate:  # from _no_duplicate_keys
+        raise duplicate.with_path(name) from None
     except json.JSONDecodeError as error:
         raise InventoryError(
             f"invalid JSON: {error.msg}", path=f"{name}:{error.lineno}:{error.colno}"
