@@ -11,6 +11,7 @@ import pytest
 from placement_native import Accelerator, Fabric, Link, MigInstance, NodeSnapshot, Process
 from placement_native._model import SCHEMA_VERSION, record_maker
 from placement_native.errors import EnvVarError
+from placement_native.testing import topology_names
 
 Take = Callable[..., NodeSnapshot]
 
@@ -214,3 +215,32 @@ def test_a_healthy_node_fills_every_spec_field(take: Take) -> None:
         for key in ("model", "uuid", "pci_bus_id", "memory_bytes", "numa_node", "cpu_affinity"):
             assert entry[key] is not None, key
         assert entry["error"] is None
+
+
+def _schema_file() -> dict[str, object]:
+    from importlib import resources
+
+    text = resources.files("placement_native").joinpath("snapshot.schema.json").read_text()
+    schema: dict[str, object] = json.loads(text)
+    return schema
+
+
+def test_the_shipped_schema_file_is_a_json_schema() -> None:
+    import jsonschema
+
+    jsonschema.Draft202012Validator.check_schema(_schema_file())
+
+
+@pytest.mark.parametrize("machine", topology_names())
+def test_every_snapshot_matches_the_shipped_schema_file(take: Take, machine: str) -> None:
+    import jsonschema
+
+    jsonschema.Draft202012Validator(_schema_file()).validate(take(machine).to_dict())
+
+
+def test_the_schema_file_names_every_key_the_writer_writes(take: Take) -> None:
+    schema = _schema_file()
+    data = take("mig").to_dict()
+    assert set(schema["required"]) == set(data)  # type: ignore[arg-type]
+    accelerator = schema["$defs"]["accelerator"]  # type: ignore[index]
+    assert set(accelerator["required"]) == set(data["accelerators"][0])
