@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, fields, make_dataclass
+from operator import attrgetter
 from typing import Any, TypeVar
 
 __all__ = [
     "SCHEMA_VERSION",
+    "ACCELERATOR_FIELDS",
     "FABRIC_STATES",
     "Accelerator",
     "Fabric",
@@ -22,6 +24,7 @@ __all__ = [
     "MigInstance",
     "NodeSnapshot",
     "Process",
+    "SnapshotField",
     "record_maker",
 ]
 
@@ -190,25 +193,70 @@ class Accelerator:
 
     def to_dict(self) -> dict[str, Any]:
         """The accelerator as a node-snapshot accelerator entry, plus the extra keys
-        (docs/concepts/node-snapshot.md)."""
-        cc = self.compute_capability
+        (docs/concepts/node-snapshot.md): its fields as ``ACCELERATOR_FIELDS`` writes them."""
         return {
-            "index": self.index,
-            "type": self.type,
-            "model": self.model,
-            "uuid": self.uuid,
-            "pci_bus_id": self.pci_bus_id,
-            "memory_bytes": self.memory_bytes,
-            "numa_node": self.numa_node,
-            "cpu_affinity": self.cpu_affinity,
-            "mig": self.mig,
-            "compute_capability": None if cc is None else f"{cc[0]}.{cc[1]}",
-            "mig_instances": [m.to_dict() for m in self.mig_instances],
-            "memory_used_bytes": self.memory_used_bytes,
-            "processes": _processes_dict(self.processes),
-            "error": self.error,
-            "fabric": None if self.fabric is None else self.fabric.to_dict(),
+            name: value if value is None or encode is None else encode(value)
+            for name, value, encode in zip(
+                _JSON_NAMES, _json_attributes(self), _JSON_ENCODERS, strict=True
+            )
         }
+
+
+def _cc_json(cc: tuple[int, int]) -> str:
+    return f"{cc[0]}.{cc[1]}"
+
+
+def _records_json(records: tuple[Any, ...]) -> list[dict[str, Any]]:
+    return [r.to_dict() for r in records]
+
+
+def _fabric_json(fabric: Fabric) -> dict[str, Any]:
+    return fabric.to_dict()
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotField:
+    """One field of an accelerator, declared once (see ``ACCELERATOR_FIELDS``).
+
+    Attributes:
+        name: The ``Accelerator`` attribute, which is also its key in the JSON snapshot.
+        json: Whether the JSON snapshot carries it (NVLink counts go to ``links``).
+        encode: How the JSON writer writes a value that is not None (None: as it is).
+    """
+
+    name: str
+    json: bool = True
+    encode: Callable[[Any], Any] | None = None
+
+
+ACCELERATOR_FIELDS: tuple[SnapshotField, ...] = (
+    SnapshotField("index"),
+    SnapshotField("type"),
+    SnapshotField("model"),
+    SnapshotField("uuid"),
+    SnapshotField("pci_bus_id"),
+    SnapshotField("memory_bytes"),
+    SnapshotField("numa_node"),
+    SnapshotField("cpu_affinity"),
+    SnapshotField("compute_capability", encode=_cc_json),
+    SnapshotField("mig"),
+    SnapshotField("mig_instances", encode=_records_json),
+    SnapshotField("nvlink_peers", json=False),
+    SnapshotField("nvswitch_links", json=False),
+    SnapshotField("error"),
+    SnapshotField("memory_used_bytes"),
+    SnapshotField("processes", encode=_records_json),
+    SnapshotField("fabric", encode=_fabric_json),
+)
+"""The accelerator's fields in ``Accelerator``'s order: the record (its dataclass fields,
+positional constructor included, are these, as a test checks), the JSON writer
+(``Accelerator.to_dict``), the snapshot schema file (``snapshot.schema.json``, whose
+accelerator keys are the ``json`` ones, as a test checks) and both backends (which build
+the record positionally, through ``_assemble.accelerator``) follow this table."""
+
+_JSON_NAMES = tuple(f.name for f in ACCELERATOR_FIELDS if f.json)
+_JSON_ENCODERS = tuple(f.encode for f in ACCELERATOR_FIELDS if f.json)
+_json_attributes = attrgetter(*_JSON_NAMES)
 
 
 @dataclass(frozen=True, slots=True)
