@@ -93,12 +93,17 @@ def test_api_accepts_it_knowingly_with_a_warning_in_the_plan(
 
 
 def test_cli_plan_fails_naming_the_file_the_node_and_the_error(
-    no_driver_snapshot: Path, whole_snapshot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    no_driver_snapshot: Path,
+    whole_snapshot: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from placement_core.cli import main
 
     config = _write(tmp_path, "job.yaml", CONFIG)
-    status = main(["plan", str(config), "--inventory", str(no_driver_snapshot), str(whole_snapshot)])
+    status = main(
+        ["plan", str(config), "--inventory", str(no_driver_snapshot), str(whole_snapshot)]
+    )
     err = capsys.readouterr().err
     assert status == 1
     assert str(no_driver_snapshot) in err
@@ -107,7 +112,10 @@ def test_cli_plan_fails_naming_the_file_the_node_and_the_error(
 
 
 def test_cli_validate_fails_too(
-    no_driver_snapshot: Path, whole_snapshot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    no_driver_snapshot: Path,
+    whole_snapshot: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from placement_core.cli import main
 
@@ -118,13 +126,18 @@ def test_cli_validate_fails_too(
 
 
 def test_cli_accept_partial_plans_and_warns_in_json(
-    no_driver_snapshot: Path, whole_snapshot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    no_driver_snapshot: Path,
+    whole_snapshot: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from placement_core.cli import main
 
     config = _write(tmp_path, "job.yaml", CONFIG)
     inventory = [str(no_driver_snapshot), str(whole_snapshot)]
-    assert main(["plan", str(config), "-i", *inventory, "--accept-partial", "--format", "json"]) == 0
+    assert (
+        main(["plan", str(config), "-i", *inventory, "--accept-partial", "--format", "json"]) == 0
+    )
     warnings = json.loads(capsys.readouterr().out)["warnings"]
     assert any("node 0: planned without accelerators" in w for w in warnings)
 

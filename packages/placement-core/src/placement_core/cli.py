@@ -4,7 +4,8 @@
 
     placement plan CONFIG [--inventory SNAPSHOT.json ...] [--accelerators-per-node N]
                           [--allow-missing-snapshots] [--accept-partial]
-                          [--format table|map|json|svg|html] [--expand] [--output FILE] [--max-processes N] [--model-parallel]
+                          [--format table|map|json|svg|html] [--expand] [--output FILE]
+                          [--max-processes N] [--model-parallel]
     placement validate CONFIG [--inventory ...] [--accelerators-per-node N]
                               [--allow-missing-snapshots] [--accept-partial]
                               [--max-processes N] [--model-parallel]

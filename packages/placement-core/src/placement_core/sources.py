@@ -287,8 +287,10 @@ def _nvml_failure(snapshot: _Snapshot, rank: int, name: str, accept_partial: boo
     if not error:
         return []
     if snapshot.accelerators:
-        return [f"{name}: node {rank}: the snapshot reports an NVML problem beside what it read: "
-                f"{error}"]
+        return [
+            f"{name}: node {rank}: the snapshot reports an NVML problem beside what it read: "
+            f"{error}"
+        ]
     if not accept_partial:
         raise _snapshot_error(
             name,
@@ -298,8 +300,10 @@ def _nvml_failure(snapshot: _Snapshot, rank: int, name: str, accept_partial: boo
             "the NVIDIA driver works, or accept it knowingly (--accept-partial, "
             f"accept_partial=True) to plan node {rank} without accelerators",
         )
-    return [f"{name}: node {rank}: planned without accelerators: the snapshot could not read "
-            f"them ({error})"]
+    return [
+        f"{name}: node {rank}: planned without accelerators: the snapshot could not read "
+        f"them ({error})"
+    ]
 
 
 def _accelerators(
@@ -694,8 +698,9 @@ def _check_described(
 
 @contextlib.contextmanager
 def shortfalls_explain(inventory: Inventory) -> Iterator[None]:
-    """Within the block, a rule that does not fit (a ``PlacementRuleError``) says what the inventory lacks (its ``shortfalls``), when it lacks
-    anything: the rule may break because a snapshot holds fewer accelerators."""
+    """Within the block, a rule that does not fit (a ``PlacementRuleError``) says what the
+    inventory lacks (its ``shortfalls``), when it lacks anything: the rule may break
+    because a snapshot holds fewer accelerators."""
     try:
         yield
     except PlacementRuleError as error:

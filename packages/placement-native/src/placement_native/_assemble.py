@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from . import _host
 import uuid as _uuid
 
+from . import _host
 from ._model import (
     FABRIC_STATES,
     Accelerator,

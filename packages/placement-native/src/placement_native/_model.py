@@ -15,9 +15,9 @@ from operator import attrgetter
 from typing import Any, TypeVar
 
 __all__ = [
-    "SCHEMA_VERSION",
     "ACCELERATOR_FIELDS",
     "FABRIC_STATES",
+    "SCHEMA_VERSION",
     "Accelerator",
     "Fabric",
     "Link",

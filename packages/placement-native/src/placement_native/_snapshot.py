@@ -110,9 +110,7 @@ def take(backend: Backend, *, strict: bool = False) -> NodeSnapshot:
         _raise_first(raw)
     if raw.error is not None:
         logger.debug("NVML reported a node-level failure: %s", raw.error)
-    return reader.assembler.assemble(
-        raw, source=SOURCES[backend], sysfs=sysfs, node_rank=node_rank
-    )
+    return reader.assembler.assemble(raw, source=SOURCES[backend], sysfs=sysfs, node_rank=node_rank)
 
 
 def snapshot(*, strict: bool = False) -> NodeSnapshot:

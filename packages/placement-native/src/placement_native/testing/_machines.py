@@ -193,7 +193,9 @@ def gb200_nvl72_tray() -> Topology:
         )
         for i, bus in enumerate(buses)
     ]
-    levels = {(a, b): "SYS" if a // 2 != b // 2 else "NODE" for a in range(4) for b in range(a + 1, 4)}
+    levels = {
+        (a, b): "SYS" if a // 2 != b // 2 else "NODE" for a in range(4) for b in range(a + 1, 4)
+    }
     return Topology(gpus=gpus, levels=levels, p2p=dict.fromkeys(levels, "OK"))
 
 
