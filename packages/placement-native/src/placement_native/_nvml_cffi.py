@@ -247,7 +247,9 @@ class CffiReader:
                 if own is None or processes[own] == last[3]:
                     gpus.append(last[4])
                     continue
-            gpus.append(self._gpu(i, entry, n, processes, out, sysfs, last, layout))
+            gpus.append(
+                self._gpu(i, entry, n, processes, out=out, sysfs=sysfs, last=last, layout=layout)
+            )
         node.pairs = self._pairs(buffer, pair_count, layout)
         return node
 
@@ -326,6 +328,7 @@ class CffiReader:
         entry: bytes,
         count: int,
         processes: list[tuple[int, int | None]],
+        *,
         out: Any,
         sysfs: str,
         last: _Made | None,

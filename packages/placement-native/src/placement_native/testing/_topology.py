@@ -653,44 +653,11 @@ def _gpu_from(item: Any, index: int) -> FakeGpu:
         cc,
         "[major, minor]",
     )
-    migs = []
-    for k, raw in enumerate(gpu.list("mig_devices")):
-        m = _Reader(raw, f"gpus[{index}].mig_devices[{k}]")
-        fields = {"slot", "gpu_instance", "compute_instance", "memory", "uuid", "name"}
-        m.keys(fields, set())
-        migs.append(
-            FakeMig(
-                slot=m.get("slot", int, 0),
-                gpu_instance=m.get("gpu_instance", int, 0),
-                compute_instance=m.get("compute_instance", int, 0),
-                memory=m.get("memory", int, 0),
-                uuid=m.get("uuid", str, ""),
-                name=m.get("name", str, ""),
-            )
-        )
-    links = []
-    for k, raw in enumerate(gpu.list("nvlinks")):
-        n = _Reader(raw, f"gpus[{index}].nvlinks[{k}]")
-        n.keys({"link", "remote_bus"}, {"active", "remote"})
-        links.append(
-            FakeLink(
-                link=n.get("link", int, 0),
-                remote_bus=n.get("remote_bus", str, ""),
-                active=n.get("active", bool, True),
-                remote=n.get("remote", str, "gpu"),
-            )
-        )
-    processes = []
-    for k, raw in enumerate(gpu.list("processes")):
-        p = _Reader(raw, f"gpus[{index}].processes[{k}]")
-        p.keys({"pid"}, {"used_memory", "mig_slot"})
-        processes.append(
-            FakeProcess(
-                pid=p.get("pid", int, 0),
-                used_memory=p.get("used_memory", (int, type(None)), None),
-                mig_slot=p.get("mig_slot", (int, type(None)), None),
-            )
-        )
+    migs, links, processes = (
+        _migs_from(gpu, index),
+        _links_from(gpu, index),
+        _processes_from(gpu, index),
+    )
     fail_where = f"gpus[{index}].fail"
     fail = {
         str(function): _code(code, f"{fail_where}.{function}")
@@ -731,3 +698,53 @@ def _fabric_from(data: dict[str, Any] | None, where: str) -> FakeFabric | None:
         status=_code(f.get("status", (int, str), 0), f"{where}.status"),
         health_mask=f.get("health_mask", int, 0),
     )
+
+
+def _migs_from(gpu: _Reader, index: int) -> list[FakeMig]:
+    migs = []
+    for k, raw in enumerate(gpu.list("mig_devices")):
+        m = _Reader(raw, f"gpus[{index}].mig_devices[{k}]")
+        fields = {"slot", "gpu_instance", "compute_instance", "memory", "uuid", "name"}
+        m.keys(fields, set())
+        migs.append(
+            FakeMig(
+                slot=m.get("slot", int, 0),
+                gpu_instance=m.get("gpu_instance", int, 0),
+                compute_instance=m.get("compute_instance", int, 0),
+                memory=m.get("memory", int, 0),
+                uuid=m.get("uuid", str, ""),
+                name=m.get("name", str, ""),
+            )
+        )
+    return migs
+
+
+def _links_from(gpu: _Reader, index: int) -> list[FakeLink]:
+    links = []
+    for k, raw in enumerate(gpu.list("nvlinks")):
+        n = _Reader(raw, f"gpus[{index}].nvlinks[{k}]")
+        n.keys({"link", "remote_bus"}, {"active", "remote"})
+        links.append(
+            FakeLink(
+                link=n.get("link", int, 0),
+                remote_bus=n.get("remote_bus", str, ""),
+                active=n.get("active", bool, True),
+                remote=n.get("remote", str, "gpu"),
+            )
+        )
+    return links
+
+
+def _processes_from(gpu: _Reader, index: int) -> list[FakeProcess]:
+    processes = []
+    for k, raw in enumerate(gpu.list("processes")):
+        p = _Reader(raw, f"gpus[{index}].processes[{k}]")
+        p.keys({"pid"}, {"used_memory", "mig_slot"})
+        processes.append(
+            FakeProcess(
+                pid=p.get("pid", int, 0),
+                used_memory=p.get("used_memory", (int, type(None)), None),
+                mig_slot=p.get("mig_slot", (int, type(None)), None),
+            )
+        )
+    return processes
