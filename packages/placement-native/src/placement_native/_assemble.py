@@ -24,6 +24,7 @@ __all__ = [
     "Assembler",
     "accelerator",
     "fabric_record",
+    "make_accelerator",
     "process_records",
 ]
 
@@ -32,7 +33,8 @@ TOPOLOGY_LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS
 # nvmlGpuP2PStatus_t -> the abbreviations of nvidia-smi topo -p2p r.
 P2P_NAMES = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DIS", 5: "NS", 6: "U"}
 
-_make_accelerator = record_maker(Accelerator)
+make_accelerator = record_maker(Accelerator)
+"""``Accelerator`` from every field's value, positionally in ``ACCELERATOR_FIELDS`` order."""
 _make_link = record_maker(Link)
 _make_snapshot = record_maker(NodeSnapshot)
 _make_process = record_maker(Process)
@@ -117,7 +119,7 @@ def accelerator(
         sys_numa, sys_cpus = _host.pci_sysfs_affinity(bus_id, sysfs)
         numa = numa if numa is not None else sys_numa
         cpus = cpus if cpus is not None else sys_cpus
-    return _make_accelerator(
+    return make_accelerator(
         index,
         "nvidia",
         name,

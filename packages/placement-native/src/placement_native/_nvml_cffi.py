@@ -24,7 +24,13 @@ import sys
 import threading
 from typing import Any, cast
 
-from ._assemble import Assembler, accelerator, fabric_record, process_records
+from ._assemble import (
+    Assembler,
+    accelerator,
+    fabric_record,
+    make_accelerator,
+    process_records,
+)
 from ._backend import native_module
 from ._model import Accelerator, Fabric
 from ._raw import MAX_MIG, NVML_VALUE_NOT_AVAILABLE, RawGpu, RawMig, RawNode
@@ -289,10 +295,8 @@ class CffiReader:
 
     def _identity(self, index: int, raw: bytes, count: int, layout: _Layout) -> tuple[Any, ...]:
         """What a GPU is (name, UUID, bus id, NUMA node, CPUs, capability, MIG mode,
-        NVLinks, fabric), decoded from its identity bytes; kept per GPU index with them."""
-        known = self._identities.get(index)
-        if known is not None and known[0] == raw:
-            return known[1]
+        NVLinks, fabric), decoded from its identity bytes (the caller looked for them among
+        those kept first); kept per GPU index with them."""
         name, uuid, bus_id, numa, has_cpus, cpus, cc_major, cc_minor, mig_mode, *rest = (
             layout.identity.unpack_from(raw)
         )
@@ -353,9 +357,12 @@ class CffiReader:
         error = None if code == 0 else nvml_error(code, _text(function) or "?", f"GPU {index}")
         if not has_handle:
             return RawGpu(index, error)
-        identity = self._identity(
-            index, entry[layout.identity_start : layout.identity_end], count, layout
-        )
+        raw_identity = entry[layout.identity_start : layout.identity_end]
+        known = self._identities.get(index)
+        if known is not None and known[0] == raw_identity:
+            identity = known[1]
+        else:
+            identity = self._identity(index, raw_identity, count, layout)
         name, uuid, bus_id, numa, cpu_mask, cpus, cc, mig_mode, mig_slots, *rest = identity
         peers, peer_links, links, fabric = rest
         own = slice(procs_first, procs_first + procs_count) if procs_read else None
@@ -370,7 +377,29 @@ class CffiReader:
                 records = last[4].processes
             else:
                 records = process_records(listed)
-            made = accelerator(
+            if numa is not None and cpus is not None:  # the usual case: fields in table order
+                made = make_accelerator(
+                    index,
+                    "nvidia",
+                    name,
+                    uuid,
+                    bus_id,
+                    memory if has_memory else None,
+                    numa,
+                    cpus,
+                    cc,
+                    mig_mode,
+                    (),
+                    peer_links,
+                    links,
+                    None,
+                    used if has_memory else None,
+                    records,
+                    fabric,
+                )
+                self._made[i] = (entry, sysfs, own, listed, made)
+                return made
+            made = accelerator(  # NUMA node or CPUs from sysfs where NVML could not tell
                 index,
                 error=None,
                 name=name,
