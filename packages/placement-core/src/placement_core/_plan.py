@@ -43,7 +43,7 @@ from .inventory import Inventory
 from .ranks import format_rank_list
 from .records import Placement, build_placements, gc_paused_if
 from .rules import Entry, Rule, parse_rule, resolve_rule
-from .sources import attach_hardware, inventory_for, shortfalls_explain
+from .sources import attach_hardware, explains_shortfalls, inventory_for
 from .spaces import ResourceSpace, SpaceKind, build_space
 from .topology import TopologySolver
 
@@ -294,6 +294,7 @@ def _rebuild_plan(
     return Plan(config, inventory, MappingProxyType(components), warnings, assigned)
 
 
+@explains_shortfalls
 def plan(
     config: ClusterConfig | Mapping[str, Any] | str | os.PathLike[str],
     inventory: Inventory | None = None,
@@ -350,15 +351,14 @@ def plan(
     spaces: dict[tuple[str, ...], ResourceSpace] = {}
     components: dict[str, tuple[Placement, ...]] = {}
     resolved: list[tuple[ComponentRule, ResourceSpace, list[Entry]]] = []
-    with shortfalls_explain(inventory):  # a rule that does not fit says what the inventory lacks
-        parsed = {
-            key: _prepare_rule(key, rule, config, inventory, spaces)
-            for key, rule in config.component_placement.items()
-        }
+    parsed = {
+        key: _prepare_rule(key, rule, config, inventory, spaces)
+        for key, rule in config.component_placement.items()
+    }
     _check_process_count(parsed, max_processes)
     solver = TopologySolver(inventory)
     warnings: list[str] = [*inventory.shortfalls, *inventory.warnings]
-    with gc_paused_if(pause_gc), shortfalls_explain(inventory):
+    with gc_paused_if(pause_gc):
         for key, rule in config.component_placement.items():
             parsed_rule, space = parsed[key]
             entries = resolve_rule(parsed_rule, space, stride=rule.stride)

@@ -47,13 +47,13 @@ Non-accelerator hardware always comes from ``node_groups[*].hardware``
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
-from typing import Annotated, Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -87,6 +87,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 _E = TypeVar("_E", bound=PlacementError)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 SNAPSHOT_SCHEMA = 1
 """The node-snapshot schema version this placement-core reads."""
@@ -696,19 +698,24 @@ def _check_described(
         )
 
 
-@contextlib.contextmanager
-def shortfalls_explain(inventory: Inventory) -> Iterator[None]:
-    """Within the block, a rule that does not fit (a ``PlacementRuleError``) says what the
-    inventory lacks (its ``shortfalls``), when it lacks anything: the rule may break
-    because a snapshot holds fewer accelerators."""
-    try:
-        yield
-    except PlacementRuleError as error:
-        if not inventory.shortfalls:
-            raise
-        note = "; ".join(inventory.shortfalls)
-        reason = f"{error.reason} (the inventory is short of what was expected: {note})"
-        raise _rebuilt(error, reason) from error
+def explains_shortfalls(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``plan`` whose rule that does not fit (a ``PlacementRuleError``) says what the
+    inventory it was given lacks (its ``shortfalls``), when it lacks anything: the rule may
+    break because a snapshot holds fewer accelerators."""
+
+    @functools.wraps(function)
+    def explained(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return function(*args, **kwargs)
+        except PlacementRuleError as error:
+            inventory = kwargs.get("inventory", args[1] if len(args) > 1 else None)
+            if not isinstance(inventory, Inventory) or not inventory.shortfalls:
+                raise
+            note = "; ".join(inventory.shortfalls)
+            reason = f"{error.reason} (the inventory is short of what was expected: {note})"
+            raise _rebuilt(error, reason) from error
+
+    return explained
 
 
 def _rebuilt(error: _E, reason: str) -> _E:
