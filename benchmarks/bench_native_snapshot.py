@@ -134,9 +134,10 @@ def main(argv: list[str] | None = None) -> int:
             print("the two backends disagree on the benchmark node", file=sys.stderr)
             return 1
         sysfs = _host.sysfs_root()
+        ours, theirs = _nvml_cffi.CffiReader(), _nvml_pynvml.PynvmlReader()
         read = _alternating(
-            lambda: _nvml_cffi.read(str(fake.library), sysfs),
-            lambda: _nvml_pynvml.read(str(fake.library), sysfs),
+            lambda: ours.read(str(fake.library), sysfs),
+            lambda: theirs.read(str(fake.library), sysfs),
             args.rounds,
             args.batch,
         )

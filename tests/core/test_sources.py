@@ -90,9 +90,11 @@ def test_snapshot_file(tmp_path: Path) -> None:
     assert len(node_from_snapshot(path, rank=0).accelerators) == 8
 
 
-def test_snapshot_without_nvml_has_no_accelerators() -> None:
-    node = node_from_snapshot(snapshot(0, nvml_error="libnvidia-ml.so.1 not found"), rank=0)
-    assert node.accelerators == ()
+def test_snapshot_without_nvml_is_refused_unless_accepted() -> None:
+    data = snapshot(0, nvml_error="libnvidia-ml.so.1 not found")
+    with pytest.raises(InventoryError, match="could not read the node's accelerators"):
+        node_from_snapshot(data, rank=0)
+    assert node_from_snapshot(data, rank=0, accept_partial=True).accelerators == ()
 
 
 def test_snapshot_unknown_keys_are_allowed() -> None:

@@ -118,7 +118,7 @@ def test_python_dash_m_runs_the_cli(use_node: UseNode) -> None:
     assert result.stdout.splitlines()[1].split()[:3] == ["GPU0", "X", "NV18"]
 
 
-@pytest.mark.parametrize("machine", ["dgx-h100", "mig", "no-driver"])
+@pytest.mark.parametrize("machine", ["dgx-h100", "mig", "gb200-nvl72-tray"])
 def test_snapshot_json_is_what_placement_plan_inventory_reads(
     use_node: UseNode, tmp_path: Path, machine: str
 ) -> None:
@@ -138,6 +138,10 @@ def test_snapshot_json_is_what_placement_plan_inventory_reads(
     written = json.loads(result.stdout)
     assert [a.index for a in node.accelerators] == [a["index"] for a in written["accelerators"]]
     assert [a.uuid for a in node.accelerators] == [a["uuid"] for a in written["accelerators"]]
+    fabrics = [a["fabric"] for a in written["accelerators"]]
+    assert [a.fabric and a.fabric.cluster_uuid for a in node.accelerators] == [
+        f and f["cluster_uuid"] for f in fabrics
+    ]
 
 
 def test_placement_refuses_the_accelerators_a_snapshot_marks_faulty(

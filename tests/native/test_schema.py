@@ -8,9 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from placement_native import Accelerator, Link, MigInstance, NodeSnapshot, Process
+from placement_native import Accelerator, Fabric, Link, MigInstance, NodeSnapshot, Process
 from placement_native._model import SCHEMA_VERSION, record_maker
 from placement_native.errors import EnvVarError
+from placement_native.testing import topology_names
 
 Take = Callable[..., NodeSnapshot]
 
@@ -70,6 +71,7 @@ def test_spec_example_round_trips_through_json() -> None:
         "memory_used_bytes": None,
         "processes": None,
         "error": None,
+        "fabric": None,
     }
     assert data["links"] == [[0, 1, "NV18"]]
     assert (data["driver"], data["source"], data["nvml_error"]) == ("580.159.04", "nvml-cffi", None)
@@ -134,6 +136,7 @@ def test_record_maker_builds_the_same_frozen_records() -> None:
         None,
         7,
         (Process(pid=42, used_memory_bytes=None),),
+        Fabric("8f9e0a1b-0000-4000-8000-000000000001", 7, "completed", "success", 0),
     )
     made = record_maker(Accelerator)(*values)
     assert made == Accelerator(*values)
@@ -212,3 +215,47 @@ def test_a_healthy_node_fills_every_spec_field(take: Take) -> None:
         for key in ("model", "uuid", "pci_bus_id", "memory_bytes", "numa_node", "cpu_affinity"):
             assert entry[key] is not None, key
         assert entry["error"] is None
+
+
+def _schema_file() -> dict[str, object]:
+    from importlib import resources
+
+    text = resources.files("placement_native").joinpath("snapshot.schema.json").read_text()
+    schema: dict[str, object] = json.loads(text)
+    return schema
+
+
+def test_the_shipped_schema_file_is_a_json_schema() -> None:
+    import jsonschema
+
+    jsonschema.Draft202012Validator.check_schema(_schema_file())
+
+
+@pytest.mark.parametrize("machine", topology_names())
+def test_every_snapshot_matches_the_shipped_schema_file(take: Take, machine: str) -> None:
+    import jsonschema
+
+    jsonschema.Draft202012Validator(_schema_file()).validate(take(machine).to_dict())
+
+
+def test_the_schema_file_names_every_key_the_writer_writes(take: Take) -> None:
+    schema = _schema_file()
+    data = take("mig").to_dict()
+    assert set(schema["required"]) == set(data)  # type: ignore[arg-type]
+    accelerator = schema["$defs"]["accelerator"]  # type: ignore[index]
+    assert set(accelerator["required"]) == set(data["accelerators"][0])
+
+
+def test_the_accelerator_record_is_the_field_table() -> None:
+    from dataclasses import fields
+
+    from placement_native._model import ACCELERATOR_FIELDS
+
+    assert [f.name for f in fields(Accelerator)] == [f.name for f in ACCELERATOR_FIELDS]
+
+
+def test_the_schema_file_carries_exactly_the_tables_json_fields() -> None:
+    from placement_native._model import ACCELERATOR_FIELDS
+
+    accelerator = _schema_file()["$defs"]["accelerator"]  # type: ignore[index]
+    assert set(accelerator["properties"]) == {f.name for f in ACCELERATOR_FIELDS if f.json}

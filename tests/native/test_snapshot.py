@@ -288,7 +288,8 @@ def test_fallback_without_nvidia_ml_py_reports_it(
 ) -> None:
     use_node("dgx-h100")
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    monkeypatch.setattr(_nvml_pynvml, "_private", None)  # as before the first snapshot
+    # as before the first snapshot: the backend's own copy of the module not yet made
+    monkeypatch.delitem(sys.modules, _nvml_pynvml.PRIVATE_NAME, raising=False)
     snap = _snapshot.take("purepython")
     assert snap.accelerators == ()
     assert snap.nvml_error is not None

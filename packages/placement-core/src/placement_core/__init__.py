@@ -59,7 +59,7 @@ from .hardware import (
     register_hardware,
     registered_hardware,
 )
-from .inventory import Accelerator, AcceleratorProcess, HardwareDevice, Inventory, Node
+from .inventory import Accelerator, AcceleratorProcess, Fabric, HardwareDevice, Inventory, Node
 from .model_parallel import ModelParallelLayout, derive_model_parallel, plan_model_parallel
 from .ranks import format_rank_list, parse_rank_list
 from .records import Placement, Placements
@@ -84,6 +84,7 @@ __all__ = [
     "ComponentRule",
     "ConfigError",
     "EnvConfig",
+    "Fabric",
     "FrankaConfig",
     "HardwareConfig",
     "HardwareDevice",

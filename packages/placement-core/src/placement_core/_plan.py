@@ -46,7 +46,7 @@ from .inventory import Inventory
 from .ranks import format_rank_list
 from .records import Placement, build_placements
 from .rules import Entry, Rule, parse_rule, resolve_rule
-from .sources import attach_hardware, inventory_for
+from .sources import attach_hardware, explains_shortfalls, inventory_for
 from .spaces import ResourceSpace, SpaceKind, build_space
 from .topology import TopologySolver
 
@@ -330,6 +330,7 @@ def _rebuild_plan(
     )
 
 
+@explains_shortfalls
 def plan(
     config: ClusterConfig | Mapping[str, Any] | str | os.PathLike[str],
     inventory: Inventory | None = None,
@@ -388,7 +389,7 @@ def plan(
     }
     _check_process_count(parsed, max_processes)
     solver = TopologySolver(inventory)
-    warnings: list[str] = []
+    warnings: list[str] = [*inventory.shortfalls, *inventory.warnings]
     for key, rule in config.component_placement.items():
         parsed_rule, space = parsed[key]
         entries = resolve_rule(parsed_rule, space, stride=rule.stride)

@@ -3,13 +3,13 @@
 ::
 
     placement plan CONFIG [--inventory SNAPSHOT.json ...] [--accelerators-per-node N]
-                          [--allow-missing-snapshots] [--format table|map|json|svg|html]
-                          [--expand] [--output FILE] [--max-processes N] [--model-parallel]
-                          [--nvlink-groups]
+                          [--allow-missing-snapshots] [--accept-partial]
+                          [--format table|map|json|svg|html] [--expand] [--output FILE]
+                          [--max-processes N] [--model-parallel] [--nvlink-groups]
                           [--lose RANKS]
     placement validate CONFIG [--inventory ...] [--accelerators-per-node N]
-                              [--allow-missing-snapshots] [--max-processes N]
-                              [--model-parallel] [--nvlink-groups]
+                              [--allow-missing-snapshots] [--accept-partial]
+                              [--max-processes N] [--model-parallel] [--nvlink-groups]
     placement schema
 
 Exit status: 0 on success, 1 when the input is wrong (missing file, YAML syntax, config
@@ -99,6 +99,13 @@ def _add_inventory_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --inventory: plan nodes that have no snapshot (and no inventory: entry) "
         "as nodes without accelerators instead of failing",
+    )
+    parser.add_argument(
+        "--accept-partial",
+        action="store_true",
+        help="with --inventory: plan a snapshot that could not read its accelerators as a "
+        "node without accelerators, and leave out accelerators a snapshot lists with an "
+        "error, with a warning each, instead of failing",
     )
     parser.add_argument(
         "--model-parallel",
@@ -196,6 +203,7 @@ def _inventory(config: ClusterConfig, args: argparse.Namespace) -> Inventory:
         snapshots=args.inventory,
         accelerators_per_node=args.accelerators_per_node,
         allow_missing_snapshots=args.allow_missing_snapshots,
+        accept_partial=args.accept_partial,
     )
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "MAX_NODES",
     "Accelerator",
     "AcceleratorProcess",
+    "Fabric",
     "HardwareDevice",
     "Inventory",
     "Node",
@@ -47,12 +48,43 @@ class AcceleratorProcess:
 
 
 @dataclass(frozen=True, slots=True)
+class Fabric:
+    """The NVLink fabric an accelerator is registered with, as its node snapshot reports it
+    (rack-scale NVLink, e.g. GB200 NVL72; docs/concepts/node-snapshot.md).
+
+    Attributes:
+        cluster_uuid: The fabric's cluster UUID.
+        clique_id: The clique (NVLink partition) within the cluster.
+        state: ``not_supported``, ``not_started``, ``in_progress`` or ``completed``.
+        status: The registration's NVML return code by name (``success``, ``not_ready``, ...).
+        health_mask: NVML's fabric health mask.
+    """
+
+    cluster_uuid: str
+    clique_id: int
+    state: str
+    status: str
+    health_mask: int
+
+    @property
+    def registered(self) -> bool:
+        """Whether registration finished: state ``completed`` with status ``success``."""
+        return self.state == "completed" and self.status == "success"
+
+    @property
+    def domain(self) -> str:
+        """The NVLink domain it names: ``<cluster_uuid>/<clique_id>``."""
+        return f"{self.cluster_uuid}/{self.clique_id}"
+
+
+@dataclass(frozen=True, slots=True)
 class Accelerator:
     """One accelerator of a node, identified by its node-local physical ``index``.
 
     ``numa_node`` and ``cpu_affinity`` (a Linux CPU list such as ``0-23,96-119``) say
     which CPUs are close to it; ``memory_used_bytes`` and ``processes`` what already
-    runs on it. All come from node snapshots; None / empty when unknown.
+    runs on it; ``fabric`` the NVLink fabric it is registered with. All come from node
+    snapshots; None / empty when unknown.
     """
 
     index: int
@@ -65,6 +97,7 @@ class Accelerator:
     cpu_affinity: str | None = None
     memory_used_bytes: int | None = None
     processes: tuple[AcceleratorProcess, ...] = ()
+    fabric: Fabric | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,9 +171,17 @@ class Inventory:
     >>> inv = Inventory.uniform(2, 8)
     >>> inv.num_nodes, len(inv.nodes[1].accelerators)
     (2, 8)
+
+    ``shortfalls`` says what the inventory lacks against the machines or the config (a
+    snapshot that could not read its accelerators, a GPU entry left out for its error, a
+    node with fewer accelerators than the config declares, a node without a snapshot);
+    ``warnings`` other things its sources reported (an NVLink domain that could not be
+    told). A plan on the inventory repeats both among its warnings.
     """
 
     nodes: tuple[Node, ...]
+    warnings: tuple[str, ...] = ()
+    shortfalls: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         nodes = tuple(sorted(self.nodes, key=lambda n: n.rank))
@@ -213,7 +254,9 @@ class Inventory:
         by_rank = {n.rank: n for n in self.nodes}
         for node in nodes:
             by_rank[node.rank] = node
-        return Inventory(tuple(by_rank.values()))
+        return Inventory(
+            tuple(by_rank.values()), warnings=self.warnings, shortfalls=self.shortfalls
+        )
 
 
 def _check_node(node: Node) -> None:

@@ -24,9 +24,22 @@ missing or mistyped known ones are errors naming the file and the field.
 Snapshots are read under limits (docs/reference/limits.md): a regular file of at most
 :data:`~placement_core._limits.MAX_SNAPSHOT_BYTES` bytes, at most
 :data:`~placement_core._limits.MAX_ACCELERATORS_PER_NODE` accelerators (as in a config).
-An accelerator the snapshot marks with an ``error`` (a device that failed a query: lost,
-a phantom, no permission) is refused, naming the node, the index and the error: a plan
-never lands on it silently.
+Nothing partial passes as whole (docs/concepts/node-snapshot.md#partial-snapshots): a
+snapshot that could not read its accelerators (its ``nvml_error``, no accelerators) is
+refused, naming the file, the node and the error, and so is an accelerator the snapshot
+marks with an ``error`` (a device that failed a query: lost, a phantom, no permission);
+``accept_partial`` plans them knowingly, as a node without accelerators or without that
+one, with a warning. A node the config's ``inventory:`` declares with more accelerators
+than its snapshot holds, and a node planned without a snapshot
+(``allow_missing_snapshots``), are warnings. Each of these is one of the inventory's
+``shortfalls``, repeated in the plan's warnings and in the message of a rule that does not
+fit. A snapshot JSON with a key given twice is refused.
+
+Each accelerator's ``fabric`` (its NVLink fabric registration) gives the node its
+``nvlink_domain``, ``<cluster_uuid>/<clique_id>``, when every accelerator is registered
+(state ``completed``, status ``success``) and all agree; otherwise the node has none and
+the inventory warns, naming the node and why (unless no accelerator reports a fabric at
+all: a PCIe or HGX node).
 
 Non-accelerator hardware always comes from ``node_groups[*].hardware``
 (:func:`attach_hardware`).
@@ -35,11 +48,12 @@ Non-accelerator hardware always comes from ``node_groups[*].hardware``
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence, Sized
-from typing import Annotated, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -50,8 +64,15 @@ from ._scalars import is_int
 from ._shown import shown
 from ._vocab import AcceleratorType
 from .config import ClusterConfig
-from .errors import InventoryError, PlacementError
-from .inventory import Accelerator, AcceleratorProcess, HardwareDevice, Inventory, Node
+from .errors import InventoryError, PlacementError, PlacementRuleError
+from .inventory import (
+    Accelerator,
+    AcceleratorProcess,
+    Fabric,
+    HardwareDevice,
+    Inventory,
+    Node,
+)
 from .ranks import format_rank_list, parse_rank_list
 
 __all__ = [
@@ -65,6 +86,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+_E = TypeVar("_E", bound=PlacementError)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 SNAPSHOT_SCHEMA = 1
 """The node-snapshot schema version this placement-core reads."""
@@ -85,6 +109,14 @@ class _SnapshotProcess(_Lenient):
     used_memory_bytes: _Count | None = None
 
 
+class _SnapshotFabric(_Lenient):
+    cluster_uuid: Annotated[str, Field(strict=True)]
+    clique_id: _Count
+    state: Annotated[str, Field(strict=True)]
+    status: Annotated[str, Field(strict=True)]
+    health_mask: _Count = 0
+
+
 class _SnapshotAccelerator(_Lenient):
     index: _Index
     type: AcceleratorType
@@ -99,6 +131,7 @@ class _SnapshotAccelerator(_Lenient):
     # Optional (newer writers): what already runs on the accelerator.
     memory_used_bytes: _Count | None = None
     processes: tuple[_SnapshotProcess, ...] | None = None
+    fabric: _SnapshotFabric | None = None
 
 
 class _Snapshot(_Lenient):
@@ -190,22 +223,30 @@ def _parse_snapshot(data: Mapping[str, Any], name: str) -> _Snapshot:
         raise _snapshot_error(name, field, first.message + got + (more if rest else "")) from None
 
 
-def node_from_snapshot(source: SnapshotSource, *, rank: int | None = None) -> Node:
+def node_from_snapshot(
+    source: SnapshotSource, *, rank: int | None = None, accept_partial: bool = False
+) -> Node:
     """Build one node from a node snapshot.
 
-    See docs/concepts/node-snapshot.md.
+    See docs/concepts/node-snapshot.md. What the snapshot leaves out, and an NVLink domain
+    that cannot be told, are logged as warnings (:func:`inventory_for` and
+    :func:`inventory_from_snapshots` keep them in the inventory instead).
 
     Args:
         source: A path to the snapshot's JSON file, or the parsed dict.
         rank: The node's rank; None takes the snapshot's ``node_rank`` field.
+        accept_partial: Plan a snapshot that could not read its accelerators as a node
+            without accelerators, and leave out accelerators with an ``error``, instead
+            of refusing them.
 
     Returns:
-        The node, with ``node_id`` ``node-<rank>``, and the snapshot's hostname, ip, cpus
-        and accelerators.
+        The node, with ``node_id`` ``node-<rank>``, and the snapshot's hostname, ip, cpus,
+        accelerators and NVLink domain.
 
     Raises:
         InventoryError: The snapshot cannot be read or is malformed (naming the file and
-            the field), or no rank is known.
+            the field), no rank is known, or (unless ``accept_partial``) it could not read
+            its accelerators or lists one with an error.
     """
     data, name = _read_snapshot(source, 0 if rank is None else rank)
     snapshot = _parse_snapshot(data, name)
@@ -213,59 +254,149 @@ def node_from_snapshot(source: SnapshotSource, *, rank: int | None = None) -> No
         rank = snapshot.node_rank
     if rank is None:
         raise _snapshot_error(name, "node_rank", "the snapshot carries no node_rank; pass rank=")
-    return _node(snapshot, rank, name)
+    read = _node(snapshot, rank, name, accept_partial=accept_partial)
+    for warning in (*read.shortfalls, *read.warnings):
+        logger.warning("%s", warning)
+    return read.node
 
 
-def _node(snapshot: _Snapshot, rank: int, name: str) -> Node:
-    if snapshot.nvml_error:
-        logger.debug("node %d (%s) has no NVML data: %s", rank, name, snapshot.nvml_error)
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ReadNode:
+    """A node read from its snapshot, with what the snapshot left out and other warnings."""
+
+    node: Node
+    shortfalls: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def _nvml_failure(snapshot: _Snapshot, rank: int, name: str, accept_partial: bool) -> list[str]:
+    """The snapshot's ``nvml_error`` as a shortfall; an error when it read no accelerator."""
+    error = snapshot.nvml_error
+    if not error:
+        return []
+    if snapshot.accelerators:
+        return [
+            f"{name}: node {rank}: the snapshot reports an NVML problem beside what it read: "
+            f"{error}"
+        ]
+    if not accept_partial:
+        raise _snapshot_error(
+            name,
+            "nvml_error",
+            f"node {rank}: the snapshot could not read the node's accelerators ({error}); it "
+            "does not describe a node without accelerators. Take the snapshot again where "
+            "the NVIDIA driver works, or accept it knowingly (--accept-partial, "
+            f"accept_partial=True) to plan node {rank} without accelerators",
+        )
+    return [
+        f"{name}: node {rank}: planned without accelerators: the snapshot could not read "
+        f"them ({error})"
+    ]
+
+
+def _accelerators(
+    snapshot: _Snapshot, rank: int, name: str, accept_partial: bool, shortfalls: list[str]
+) -> list[Accelerator]:
     seen: set[int] = set()
     accelerators = []
-    types = {a.type for a in snapshot.accelerators}
-    if len(types) > 1:
-        raise _snapshot_error(
-            name, "accelerators", f"one node may hold one accelerator type, got {sorted(types)}"
-        )
     for i, entry in enumerate(snapshot.accelerators):
-        if entry.error is not None:
-            raise _snapshot_error(
-                name,
-                f"accelerators[{i}].error",
-                f"node {rank}: accelerator {entry.index} failed a query when the snapshot was "
-                f"taken ({shown(entry.error)}); it is never planned on. Fix the device (or "
-                "its permissions) and take the snapshot again, or delete its entry from the "
-                "snapshot to plan without it",
-            )
         if entry.index in seen:
             raise _snapshot_error(
                 name, f"accelerators[{i}].index", f"index {entry.index} appears twice"
             )
         seen.add(entry.index)
-        accelerators.append(
-            Accelerator(
-                index=entry.index,
-                type=entry.type,
-                model=entry.model,
-                uuid=entry.uuid,
-                pci_bus_id=entry.pci_bus_id,
-                memory_bytes=entry.memory_bytes,
-                numa_node=entry.numa_node,
-                cpu_affinity=_cpu_list(entry.cpu_affinity, name, f"accelerators[{i}].cpu_affinity"),
-                memory_used_bytes=entry.memory_used_bytes,
-                processes=tuple(
-                    AcceleratorProcess(p.pid, p.used_memory_bytes) for p in entry.processes or ()
-                ),
+        if entry.error is not None:
+            if not accept_partial:
+                raise _snapshot_error(
+                    name,
+                    f"accelerators[{i}].error",
+                    f"node {rank}: accelerator {entry.index} failed a query when the snapshot "
+                    f"was taken ({shown(entry.error)}); it is never planned on. Fix the device "
+                    "(or its permissions) and take the snapshot again, or accept the snapshot "
+                    "knowingly (--accept-partial, accept_partial=True) to plan without it",
+                )
+            shortfalls.append(
+                f"{name}: node {rank}: accelerator {entry.index} left out: it failed a query "
+                f"when the snapshot was taken ({entry.error})"
             )
+            continue
+        accelerators.append(_accelerator(entry, name, i))
+    return accelerators
+
+
+def _accelerator(entry: _SnapshotAccelerator, name: str, i: int) -> Accelerator:
+    fabric = entry.fabric
+    return Accelerator(
+        index=entry.index,
+        type=entry.type,
+        model=entry.model,
+        uuid=entry.uuid,
+        pci_bus_id=entry.pci_bus_id,
+        memory_bytes=entry.memory_bytes,
+        numa_node=entry.numa_node,
+        cpu_affinity=_cpu_list(entry.cpu_affinity, name, f"accelerators[{i}].cpu_affinity"),
+        memory_used_bytes=entry.memory_used_bytes,
+        processes=tuple(
+            AcceleratorProcess(p.pid, p.used_memory_bytes) for p in entry.processes or ()
+        ),
+        fabric=None
+        if fabric is None
+        else Fabric(
+            fabric.cluster_uuid, fabric.clique_id, fabric.state, fabric.status, fabric.health_mask
+        ),
+    )
+
+
+def _nvlink_domain(
+    accelerators: Sequence[Accelerator], rank: int, name: str
+) -> tuple[str | None, str | None]:
+    """The node's NVLink domain, or None with the warning that says why (no warning when no
+    accelerator reports a fabric: a node without rack-scale NVLink)."""
+    reporting = [a for a in accelerators if a.fabric is not None]
+    if not reporting:
+        return None, None
+    why = None
+    silent = [a.index for a in accelerators if a.fabric is None]
+    waiting = [a for a in reporting if not a.fabric.registered]  # type: ignore[union-attr]
+    domains = sorted({a.fabric.domain for a in reporting})  # type: ignore[union-attr]
+    if silent:
+        why = f"accelerator(s) {format_rank_list(silent)} report no NVLink fabric"
+    elif waiting:
+        why = "; ".join(
+            f"accelerator {a.index} is not registered with its NVLink fabric (state "
+            f"{a.fabric.state}, status {a.fabric.status})"  # type: ignore[union-attr]
+            for a in waiting
         )
-    return Node(
+    elif len(domains) > 1:
+        why = f"its accelerators name {len(domains)} NVLink domains ({', '.join(domains)})"
+    if why is not None:
+        return None, f"{name}: node {rank} has no NVLink domain: {why}"
+    return domains[0], None
+
+
+def _node(snapshot: _Snapshot, rank: int, name: str, *, accept_partial: bool) -> _ReadNode:
+    shortfalls = _nvml_failure(snapshot, rank, name, accept_partial)
+    types = {a.type for a in snapshot.accelerators}
+    if len(types) > 1:
+        raise _snapshot_error(
+            name, "accelerators", f"one node may hold one accelerator type, got {sorted(types)}"
+        )
+    accelerators = _accelerators(snapshot, rank, name, accept_partial, shortfalls)
+    domain, warning = _nvlink_domain(accelerators, rank, name)
+    node = Node(
         rank=rank,
         node_id=f"node-{rank}",
         hostname=snapshot.hostname,
         ip=snapshot.ip,
         cpus=snapshot.cpus,
         accelerators=tuple(sorted(accelerators, key=lambda a: a.index)),
-        links=_links(snapshot.links, seen, name),
+        links=_kept_links(
+            _links(snapshot.links, {a.index for a in snapshot.accelerators}, name),
+            {a.index for a in accelerators},
+        ),
+        nvlink_domain=domain,
     )
+    return _ReadNode(node, tuple(shortfalls), () if warning is None else (warning,))
 
 
 def _cpu_list(text: str | None, name: str, field: str) -> str | None:
@@ -302,7 +433,19 @@ def _links(
     return tuple(links)
 
 
-def _snapshot_nodes(snapshots: Sequence[SnapshotSource], num_nodes: int | None) -> dict[int, Node]:
+def _kept_links(
+    links: tuple[tuple[int, int, str], ...], kept: set[int]
+) -> tuple[tuple[int, int, str], ...]:
+    """The links between accelerators that were kept (all of them, unless some were left
+    out for their error)."""
+    if all(a in kept and b in kept for a, b, _ in links):
+        return links
+    return tuple(link for link in links if link[0] in kept and link[1] in kept)
+
+
+def _snapshot_nodes(
+    snapshots: Sequence[SnapshotSource], num_nodes: int | None, *, accept_partial: bool
+) -> dict[int, _ReadNode]:
     parsed = []
     for position, source in enumerate(snapshots):
         data, name = _read_snapshot(source, position)
@@ -316,7 +459,7 @@ def _snapshot_nodes(snapshots: Sequence[SnapshotSource], num_nodes: int | None) 
             "their order",
             path="inventory",
         )
-    nodes: dict[int, Node] = {}
+    nodes: dict[int, _ReadNode] = {}
     owner: dict[int, str] = {}
     for position, (snapshot, name) in enumerate(parsed):
         rank = snapshot.node_rank if snapshot.node_rank is not None else position
@@ -333,26 +476,33 @@ def _snapshot_nodes(snapshots: Sequence[SnapshotSource], num_nodes: int | None) 
                 name, "node_rank", f"node {rank} already comes from snapshot {owner[rank]}"
             )
         owner[rank] = name
-        nodes[rank] = _node(snapshot, rank, name)
+        nodes[rank] = _node(snapshot, rank, name, accept_partial=accept_partial)
     return nodes
 
 
 def inventory_from_snapshots(
-    snapshots: Sequence[SnapshotSource], *, num_nodes: int | None = None
+    snapshots: Sequence[SnapshotSource],
+    *,
+    num_nodes: int | None = None,
+    accept_partial: bool = False,
 ) -> Inventory:
     """An inventory made of node snapshots only.
 
     Args:
         snapshots: Paths to snapshot JSON files or parsed dicts, one per node.
         num_nodes: The cluster's node count; default: one node per snapshot.
+        accept_partial: Plan snapshots that could not read their accelerators, or list one
+            with an error, without them (each a shortfall of the inventory) instead of
+            refusing them.
 
     Raises:
-        InventoryError: A snapshot is malformed, two claim one rank, or the snapshots do
-            not cover exactly ``num_nodes`` nodes.
+        InventoryError: A snapshot is malformed, two claim one rank, the snapshots do not
+            cover exactly ``num_nodes`` nodes, or (unless ``accept_partial``) a snapshot
+            could not read its accelerators or lists one with an error.
     """
     if not snapshots:
         raise InventoryError("expected at least one node snapshot", path="inventory")
-    nodes = _snapshot_nodes(snapshots, num_nodes)
+    nodes = _snapshot_nodes(snapshots, num_nodes, accept_partial=accept_partial)
     expected = len(snapshots) if num_nodes is None else num_nodes
     missing = [r for r in range(expected) if r not in nodes]
     if missing:
@@ -361,7 +511,11 @@ def inventory_from_snapshots(
             f"per node 0-{expected - 1}",
             path="inventory",
         )
-    return Inventory(tuple(nodes.values()))
+    return Inventory(
+        tuple(read.node for read in nodes.values()),
+        warnings=tuple(w for read in nodes.values() for w in read.warnings),
+        shortfalls=tuple(s for read in nodes.values() for s in read.shortfalls),
+    )
 
 
 def _config_accelerators(config: ClusterConfig) -> dict[int, tuple[Accelerator, ...]]:
@@ -412,6 +566,7 @@ def inventory_for(
     snapshots: Sequence[SnapshotSource] = (),
     accelerators_per_node: int | None = None,
     allow_missing_snapshots: bool = False,
+    accept_partial: bool = False,
 ) -> Inventory:
     """The inventory to plan ``config`` on, from every offline source.
 
@@ -433,13 +588,24 @@ def inventory_for(
             describes (``--accelerators-per-node``).
         allow_missing_snapshots: Plan nodes that no source describes as nodes without
             accelerators even though snapshots were given
-            (``--allow-missing-snapshots``).
+            (``--allow-missing-snapshots``); each is a shortfall of the inventory.
+        accept_partial: Plan a snapshot that could not read its accelerators as a node
+            without accelerators, and leave out accelerators a snapshot lists with an
+            error, instead of refusing them (``--accept-partial``); each is a shortfall
+            of the inventory.
+
+    Returns:
+        The inventory, whose ``shortfalls`` say what it lacks against the machines or the
+        config (also a node the config's ``inventory:`` declares with more accelerators
+        than its snapshot holds) and whose ``warnings`` name nodes whose NVLink domain
+        cannot be told.
 
     Raises:
         InventoryError: No source was given at all, a snapshot is malformed or out of
             range, a node has no snapshot and nothing else describes it (unless
-            ``allow_missing_snapshots``), or ``accelerators_per_node`` is not an int
-            >= 0.
+            ``allow_missing_snapshots``), ``accelerators_per_node`` is not an int
+            >= 0, or (unless ``accept_partial``) a snapshot could not read its
+            accelerators or lists one with an error.
     """
     per_node = _check_count(accelerators_per_node)
     if isinstance(snapshots, str | os.PathLike):
@@ -451,15 +617,20 @@ def inventory_for(
             "--accelerators-per-node N (0 for CPU-only nodes)",
             path="inventory",
         )
-    from_snapshots = _snapshot_nodes(snapshots, config.num_nodes) if snapshots else {}
+    read = (
+        _snapshot_nodes(snapshots, config.num_nodes, accept_partial=accept_partial)
+        if snapshots
+        else {}
+    )
     from_config = _config_accelerators(config)
     if snapshots and per_node is None and not allow_missing_snapshots:
-        _check_described(config.num_nodes, from_snapshots, from_config)
+        _check_described(config.num_nodes, read, from_config)
     fallback = tuple(Accelerator(index=i) for i in range(per_node or 0))
     domains = _config_domains(config)
     nodes = []
+    shortfalls = [s for r in read.values() for s in r.shortfalls]
     for rank in range(config.num_nodes):
-        node = from_snapshots.get(rank)
+        node = read[rank].node if rank in read else None
         domain = domains.get(rank)
         if node is None:
             node = Node(
@@ -471,11 +642,52 @@ def inventory_for(
         elif node.nvlink_domain is None and domain is not None:
             node = dataclasses.replace(node, nvlink_domain=domain)
         nodes.append(node)
-    return Inventory(tuple(nodes))
+    shortfalls += _fewer_than_declared(read, from_config)
+    if snapshots and per_node is None:
+        shortfalls += _undescribed(config.num_nodes, read, from_config)
+    return Inventory(
+        tuple(nodes),
+        warnings=tuple(w for r in read.values() for w in r.warnings),
+        shortfalls=tuple(shortfalls),
+    )
+
+
+def _fewer_than_declared(
+    read: Mapping[int, _ReadNode], from_config: Mapping[int, tuple[Accelerator, ...]]
+) -> list[str]:
+    """A shortfall for each node whose snapshot holds fewer accelerators than the config's
+    ``inventory:`` section declares for it (the snapshot wins; this says what it lacks)."""
+    found = []
+    for rank, declared in sorted(from_config.items()):
+        if rank not in read or len(read[rank].node.accelerators) >= len(declared):
+            continue
+        held = len(read[rank].node.accelerators)
+        why = "; ".join(read[rank].shortfalls)
+        found.append(
+            f"node {rank}: the config's inventory: section declares {len(declared)} "
+            f"{declared[0].type} accelerator(s), its snapshot holds {held}"
+            + (f" ({why})" if why else "")
+            + f": planned with the {held} the snapshot holds"
+        )
+    return found
+
+
+def _undescribed(
+    num_nodes: int, read: Mapping[int, _ReadNode], from_config: Mapping[int, object]
+) -> list[str]:
+    """The shortfall of nodes planned without accelerators because no snapshot or config
+    entry describes them (allowed by ``allow_missing_snapshots``)."""
+    missing = [r for r in range(num_nodes) if r not in read and r not in from_config]
+    if not missing:
+        return []
+    return [
+        f"{len(read)} snapshot(s) for {num_nodes} nodes: node(s) {format_rank_list(missing)} "
+        "have no snapshot and no inventory: entry: planned without accelerators"
+    ]
 
 
 def _check_described(
-    num_nodes: int, from_snapshots: Mapping[int, Node], from_config: Mapping[int, object]
+    num_nodes: int, from_snapshots: Mapping[int, object], from_config: Mapping[int, object]
 ) -> None:
     missing = [r for r in range(num_nodes) if r not in from_snapshots and r not in from_config]
     if missing:
@@ -487,6 +699,33 @@ def _check_described(
             "accelerators",
             path="inventory",
         )
+
+
+def explains_shortfalls(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``plan`` whose rule that does not fit (a ``PlacementRuleError``) says what the
+    inventory it was given lacks (its ``shortfalls``), when it lacks anything: the rule may
+    break because a snapshot holds fewer accelerators."""
+
+    @functools.wraps(function)
+    def explained(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return function(*args, **kwargs)
+        except PlacementRuleError as error:
+            inventory = kwargs.get("inventory", args[1] if len(args) > 1 else None)
+            if not isinstance(inventory, Inventory) or not inventory.shortfalls:
+                raise
+            note = "; ".join(inventory.shortfalls)
+            reason = f"{error.reason} (the inventory is short of what was expected: {note})"
+            raise _rebuilt(error, reason) from error
+
+    return explained
+
+
+def _rebuilt(error: _E, reason: str) -> _E:
+    copy = error.with_path(error.path)
+    copy.reason = reason
+    Exception.__init__(copy, copy._render())
+    return copy
 
 
 def attach_hardware(inventory: Inventory, config: ClusterConfig) -> Inventory:

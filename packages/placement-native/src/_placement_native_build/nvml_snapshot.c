@@ -74,6 +74,41 @@ typedef struct { /* nvmlProcessInfo_v2_t, also nvmlProcessInfo_t of the _v3 func
     unsigned int computeInstanceId;
 } nvmlProcessInfo_v2_t;
 
+/* NVLink fabric info. The legacy struct of nvmlDeviceGetGpuFabricInfo has no version tag
+ * and no health mask; nvmlDeviceGetGpuFabricInfoV takes a tagged struct (v2 adds the
+ * health mask, v3 the health summary) and answers ARGUMENT_VERSION_MISMATCH to a tag it
+ * does not know. nvmlGpuFabricState_t is an unsigned char. */
+#define NVML_ERROR_ARGUMENT_VERSION_MISMATCH 25
+
+typedef struct { /* nvmlGpuFabricInfo_t */
+    unsigned char clusterUuid[PN_NVML_FABRIC_UUID];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    unsigned char state;
+} nvmlGpuFabricInfo_t;
+
+typedef struct { /* nvmlGpuFabricInfo_v2_t */
+    unsigned int version;
+    unsigned char clusterUuid[PN_NVML_FABRIC_UUID];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    unsigned char state;
+    unsigned int healthMask;
+} nvmlGpuFabricInfo_v2_t;
+
+typedef struct { /* nvmlGpuFabricInfo_v3_t, nvmlGpuFabricInfoV_t of current nvml.h */
+    unsigned int version;
+    unsigned char clusterUuid[PN_NVML_FABRIC_UUID];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    unsigned char state;
+    unsigned int healthMask;
+    unsigned char healthSummary;
+} nvmlGpuFabricInfo_v3_t;
+/* NVML_STRUCT_VERSION(GpuFabricInfo, 2) and (.., 3): 0x02000024 and 0x03000028. */
+#define NVML_GPU_FABRIC_INFO_V2 ((unsigned int)(sizeof(nvmlGpuFabricInfo_v2_t) | (2u << 24)))
+#define NVML_GPU_FABRIC_INFO_V3 ((unsigned int)(sizeof(nvmlGpuFabricInfo_v3_t) | (3u << 24)))
+
 typedef struct {
     nvmlReturn_t (*Init)(void);
     nvmlReturn_t (*Shutdown)(void);
@@ -104,6 +139,8 @@ typedef struct {
     nvmlReturn_t (*DeviceGetNvLinkState)(nvmlDevice_t, unsigned int, int *);
     nvmlReturn_t (*DeviceGetNvLinkRemotePciInfo)(nvmlDevice_t, unsigned int, nvmlPciInfo_t *);
     nvmlReturn_t (*DeviceGetNvLinkRemoteDeviceType)(nvmlDevice_t, unsigned int, int *);
+    nvmlReturn_t (*DeviceGetGpuFabricInfoV)(nvmlDevice_t, nvmlGpuFabricInfo_v3_t *);
+    nvmlReturn_t (*DeviceGetGpuFabricInfo)(nvmlDevice_t, nvmlGpuFabricInfo_t *);
 } nvml_api;
 
 /* ---- Loading: the library stays open and resolved until another path is asked for. ---- */
@@ -181,6 +218,8 @@ static int load_library(const char *path, pn_nvml_snapshot *out)
     RESOLVE(DeviceGetNvLinkState, "nvmlDeviceGetNvLinkState");
     RESOLVE(DeviceGetNvLinkRemotePciInfo, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
     RESOLVE(DeviceGetNvLinkRemoteDeviceType, "nvmlDeviceGetNvLinkRemoteDeviceType");
+    RESOLVE(DeviceGetGpuFabricInfoV, "nvmlDeviceGetGpuFabricInfoV");
+    RESOLVE(DeviceGetGpuFabricInfo, "nvmlDeviceGetGpuFabricInfo");
     snprintf(lib_path, sizeof lib_path, "%s", path);
     return 0;
 }
@@ -503,6 +542,43 @@ static void match_nvlinks(pn_nvml_snapshot *out)
     }
 }
 
+/* The GPU's NVLink fabric: nvmlDeviceGetGpuFabricInfoV with the newest struct version the
+ * driver knows (v3, then v2 on ARGUMENT_VERSION_MISMATCH), else the legacy call. */
+static void read_fabric(nvmlDevice_t dev, pn_nvml_gpu *g)
+{
+    static const unsigned int versions[] = {NVML_GPU_FABRIC_INFO_V3, NVML_GPU_FABRIC_INFO_V2};
+    if (lost(&g->error))
+        return;
+    for (size_t k = 0; api.DeviceGetGpuFabricInfoV != NULL && k < 2; k++) {
+        nvmlGpuFabricInfo_v3_t info;
+        memset(&info, 0, sizeof info);
+        info.version = versions[k];
+        nvmlReturn_t rc = api.DeviceGetGpuFabricInfoV(dev, &info);
+        if (rc == NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+            continue;
+        if (rc == NVML_ERROR_FUNCTION_NOT_FOUND)
+            break; /* as a driver without the symbol: the legacy call */
+        if (!outcome(&g->error, rc, "nvmlDeviceGetGpuFabricInfoV"))
+            return;
+        g->has_fabric = 1;
+        memcpy(g->fabric_cluster_uuid, info.clusterUuid, sizeof info.clusterUuid);
+        g->fabric_status = info.status;
+        g->fabric_clique_id = info.cliqueId;
+        g->fabric_state = info.state;
+        g->fabric_health_mask = info.healthMask;
+        return;
+    }
+    nvmlGpuFabricInfo_t legacy;
+    memset(&legacy, 0, sizeof legacy);
+    if (!CALL(&g->error, DeviceGetGpuFabricInfo, "nvmlDeviceGetGpuFabricInfo", dev, &legacy))
+        return;
+    g->has_fabric = 1;
+    memcpy(g->fabric_cluster_uuid, legacy.clusterUuid, sizeof legacy.clusterUuid);
+    g->fabric_status = legacy.status;
+    g->fabric_clique_id = legacy.cliqueId;
+    g->fabric_state = legacy.state;
+}
+
 static void read_gpu(unsigned int index, nvmlDevice_t *handle, pn_nvml_gpu *g,
                      pn_nvml_snapshot *out)
 {
@@ -535,6 +611,7 @@ static void read_gpu(unsigned int index, nvmlDevice_t *handle, pn_nvml_gpu *g,
     if (!g->mig_mode)
         read_processes(dev, &g->error, &g->procs, out);
     read_nvlinks(dev, g);
+    read_fabric(dev, g);
 }
 
 /* Fills out->pairs in (i, j) order; match_nvlinks adds the NVLink counts. */

@@ -16,6 +16,7 @@
 #define PN_NVML_DRIVER 80        /* NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE */
 #define PN_NVML_BUSID 32         /* NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE */
 #define PN_NVML_FUNC 48
+#define PN_NVML_FABRIC_UUID 16     /* NVML_GPU_FABRIC_UUID_LEN */
 #define PN_NVML_DETAIL 256
 #define PN_NVML_MAX_PROCS 4096   /* compute processes listed per snapshot, all devices together */
 #define PN_NVML_PROC_FIRST 64    /* room offered by the first process query of a device */
@@ -69,6 +70,15 @@ typedef struct {
      * drivers without it, by whether the remote PCI bus id is a GPU of this node). */
     unsigned int nvlink_to[PN_NVML_MAX_GPUS]; /* direct links to GPU j of this node */
     unsigned int nvswitch_links;              /* links into an NVSwitch fabric */
+    /* The GPU's NVLink fabric (nvmlDeviceGetGpuFabricInfoV, struct v3 then v2, else the
+     * legacy nvmlDeviceGetGpuFabricInfo): has_fabric 0 where the driver reports none (no
+     * such symbol, or NOT_SUPPORTED). */
+    int has_fabric;
+    unsigned char fabric_cluster_uuid[PN_NVML_FABRIC_UUID];
+    int fabric_status;                /* nvmlReturn_t of the GPU's fabric registration */
+    unsigned int fabric_clique_id;
+    unsigned int fabric_state;        /* nvmlGpuFabricState_t: 0 not supported .. 3 completed */
+    unsigned int fabric_health_mask;  /* 0 from the legacy call, which has none */
     /* What it is doing, and what failed. */
     int has_handle;
     pn_nvml_error error;

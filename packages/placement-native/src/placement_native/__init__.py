@@ -25,7 +25,7 @@ from .errors import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._model import Accelerator, Link, MigInstance, NodeSnapshot, Process
+    from ._model import Accelerator, Fabric, Link, MigInstance, NodeSnapshot, Process
     from ._snapshot import NODE_RANK_ENVS, snapshot
     from .ports import PortReservation, find_free_ports, reserve_ports
 
@@ -35,6 +35,7 @@ __all__ = [
     "Accelerator",
     "BackendMismatchError",
     "EnvVarError",
+    "Fabric",
     "Link",
     "MigInstance",
     "NVMLError",
@@ -53,6 +54,7 @@ __all__ = [
 # Public name -> the submodule that defines it, imported on first access (PEP 562).
 _LAZY = {
     "Accelerator": "._model",
+    "Fabric": "._model",
     "Link": "._model",
     "MigInstance": "._model",
     "NodeSnapshot": "._model",

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import uuid as _uuid
+
 from . import _host
-from ._model import Accelerator, Link, MigInstance, NodeSnapshot, Process, record_maker
+from ._model import (
+    FABRIC_STATES,
+    Accelerator,
+    Fabric,
+    Link,
+    MigInstance,
+    NodeSnapshot,
+    Process,
+    record_maker,
+)
 from ._raw import RawGpu, RawNode
+from .errors import NVML_CODE_NAMES
 
 __all__ = [
     "P2P_NAMES",
     "TOPOLOGY_LEVELS",
+    "Assembler",
     "accelerator",
-    "assemble",
-    "cpulist_of",
+    "fabric_record",
+    "make_accelerator",
     "process_records",
 ]
 
@@ -20,16 +33,12 @@ TOPOLOGY_LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS
 # nvmlGpuP2PStatus_t -> the abbreviations of nvidia-smi topo -p2p r.
 P2P_NAMES = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DIS", 5: "NS", 6: "U"}
 
-_make_accelerator = record_maker(Accelerator)
+make_accelerator = record_maker(Accelerator)
+"""``Accelerator`` from every field's value, positionally in ``ACCELERATOR_FIELDS`` order."""
 _make_link = record_maker(Link)
 _make_snapshot = record_maker(NodeSnapshot)
 _make_process = record_maker(Process)
 
-# A node's topology and CPU masks do not change between snapshots, and the records
-# built from them are immutable: the last pair table's links and every mask's cpulist
-# are kept and handed out again for the same input.
-_last_links: tuple[list[int], tuple[Link, ...]] = ([], ())
-_cpulists: dict[int, str | None] = {}
 _CPULISTS_KEPT = 64
 
 
@@ -65,20 +74,28 @@ def _gpu_processes(gpu: RawGpu, migs: tuple[MigInstance, ...]) -> tuple[Process,
     return tuple(p for processes in listed for p in processes) if listed else None
 
 
-def cpulist_of(mask: int | None) -> str | None:
-    """NVML's CPU mask as a Linux cpulist (``0-55,112-167``); None for none."""
-    if mask is None:
-        return None
-    cpus = _cpulists.get(mask, "")
-    if cpus == "":
-        if len(_cpulists) >= _CPULISTS_KEPT:
-            _cpulists.clear()
-        cpus = _cpulists[mask] = _host.cpulist_from_mask(mask) or None
-    return cpus
+def fabric_record(
+    cluster_uuid: bytes, clique_id: int, state: int, status: int, health_mask: int
+) -> Fabric:
+    """The Fabric record of what NVML's fabric info holds (the UUID as its 16 bytes)."""
+    code_name = NVML_CODE_NAMES.get(status)
+    status_name = (
+        f"error_{status}"
+        if code_name is None
+        else code_name.removeprefix("NVML_ERROR_").removeprefix("NVML_").lower()
+    )
+    return Fabric(
+        cluster_uuid=str(_uuid.UUID(bytes=bytes(cluster_uuid))),
+        clique_id=clique_id,
+        state=FABRIC_STATES.get(state, f"state_{state}"),
+        status=status_name,
+        health_mask=health_mask,
+    )
 
 
 def accelerator(
     index: int,
+    *,
     error: str | None,
     name: str | None,
     uuid: str | None,
@@ -93,6 +110,7 @@ def accelerator(
     nvswitch_links: int,
     memory_used: int | None,
     processes: tuple[Process, ...] | None,
+    fabric: Fabric | None,
     sysfs: str | None,
 ) -> Accelerator:
     """The public record of one GPU, from what NVML told (its CPUs as ``cpulist_of`` gives
@@ -101,7 +119,7 @@ def accelerator(
         sys_numa, sys_cpus = _host.pci_sysfs_affinity(bus_id, sysfs)
         numa = numa if numa is not None else sys_numa
         cpus = cpus if cpus is not None else sys_cpus
-    return _make_accelerator(
+    return make_accelerator(
         index,
         "nvidia",
         name,
@@ -118,41 +136,82 @@ def accelerator(
         error,
         memory_used,
         processes,
+        fabric,
     )
 
 
-def _accelerator(gpu: RawGpu | Accelerator, sysfs: str | None) -> Accelerator:
-    if isinstance(gpu, Accelerator):  # made by the backend: nothing was left to check
-        return gpu
-    migs = _mig(gpu) if gpu.migs else ()
-    return accelerator(
-        gpu.index,
-        None if gpu.error is None else str(gpu.error),
-        gpu.name,
-        gpu.uuid,
-        gpu.pci_bus_id,
-        gpu.memory_total,
-        gpu.numa_node,
-        cpulist_of(gpu.cpu_mask),
-        gpu.compute_capability,
-        gpu.mig_mode,
-        migs,
-        tuple(sorted(gpu.nvlink_peers.items())) if gpu.nvlink_peers else (),
-        gpu.nvswitch_links,
-        gpu.memory_used,
-        _gpu_processes(gpu, migs) if migs else process_records(gpu.processes),
-        sysfs,
-    )
+class Assembler:
+    """Turns a backend's ``RawNode`` into the public ``NodeSnapshot``.
 
+    A node's topology and CPU masks do not change between snapshots, and the records built
+    from them are immutable: each assembler (one per backend reader) keeps the last pair
+    table's links and every mask's cpulist, and hands them out again for the same input.
+    """
 
-def _links(raw: RawNode) -> tuple[Link, ...]:
-    global _last_links
-    pairs, (last_pairs, last_links) = raw.pairs, _last_links
-    if pairs is last_pairs or pairs == last_pairs:
-        return last_links
-    links = _build_links(pairs)
-    _last_links = (pairs, links)
-    return links
+    def __init__(self) -> None:
+        self._last_links: tuple[list[int], tuple[Link, ...]] = ([], ())
+        self._cpulists: dict[int, str | None] = {}
+
+    def cpulist(self, mask: int | None) -> str | None:
+        """NVML's CPU mask as a Linux cpulist (``0-55,112-167``); None for none."""
+        if mask is None:
+            return None
+        cpulists = self._cpulists
+        cpus = cpulists.get(mask, "")
+        if cpus == "":
+            if len(cpulists) >= _CPULISTS_KEPT:
+                cpulists.clear()
+            cpus = cpulists[mask] = _host.cpulist_from_mask(mask) or None
+        return cpus
+
+    def assemble(
+        self, raw: RawNode, *, source: str, sysfs: str | None = None, node_rank: int | None = None
+    ) -> NodeSnapshot:
+        """Build the snapshot from what a backend read (NVML and the host facts)."""
+        return _make_snapshot(
+            raw.hostname,
+            _host.choose_ip(raw.route_ip, raw.hostname),
+            raw.cpus,
+            raw.numa_nodes,
+            tuple([self._accelerator(g, sysfs) for g in raw.gpus]),
+            self._links(raw),
+            raw.driver,
+            source,
+            None if raw.error is None else str(raw.error),
+            node_rank,
+        )
+
+    def _links(self, raw: RawNode) -> tuple[Link, ...]:
+        pairs, (last_pairs, last_links) = raw.pairs, self._last_links
+        if pairs is last_pairs or pairs == last_pairs:
+            return last_links
+        links = _build_links(pairs)
+        self._last_links = (pairs, links)
+        return links
+
+    def _accelerator(self, gpu: RawGpu | Accelerator, sysfs: str | None) -> Accelerator:
+        if isinstance(gpu, Accelerator):  # made by the backend: nothing was left to check
+            return gpu
+        migs = _mig(gpu) if gpu.migs else ()
+        return accelerator(
+            gpu.index,
+            error=None if gpu.error is None else str(gpu.error),
+            name=gpu.name,
+            uuid=gpu.uuid,
+            bus_id=gpu.pci_bus_id,
+            memory_total=gpu.memory_total,
+            numa=gpu.numa_node,
+            cpus=self.cpulist(gpu.cpu_mask),
+            compute_capability=gpu.compute_capability,
+            mig_mode=gpu.mig_mode,
+            migs=migs,
+            nvlink_peers=tuple(sorted(gpu.nvlink_peers.items())) if gpu.nvlink_peers else (),
+            nvswitch_links=gpu.nvswitch_links,
+            memory_used=gpu.memory_used,
+            processes=_gpu_processes(gpu, migs) if migs else process_records(gpu.processes),
+            fabric=gpu.fabric,
+            sysfs=sysfs,
+        )
 
 
 def _build_links(pairs: list[int]) -> tuple[Link, ...]:
@@ -172,21 +231,3 @@ def _build_links(pairs: list[int]) -> tuple[Link, ...]:
             )
         )
     return tuple(links)
-
-
-def assemble(
-    raw: RawNode, *, source: str, sysfs: str | None = None, node_rank: int | None = None
-) -> NodeSnapshot:
-    """Build the snapshot from what a backend read (NVML and the host facts)."""
-    return _make_snapshot(
-        raw.hostname,
-        _host.choose_ip(raw.route_ip, raw.hostname),
-        raw.cpus,
-        raw.numa_nodes,
-        tuple([_accelerator(g, sysfs) for g in raw.gpus]),
-        _links(raw),
-        raw.driver,
-        source,
-        None if raw.error is None else str(raw.error),
-        node_rank,
-    )

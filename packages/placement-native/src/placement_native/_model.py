@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, make_dataclass
+from operator import attrgetter
 from typing import Any, TypeVar
 
 __all__ = [
+    "ACCELERATOR_FIELDS",
+    "FABRIC_STATES",
     "SCHEMA_VERSION",
     "Accelerator",
+    "Fabric",
     "Link",
     "MigInstance",
     "NodeSnapshot",
     "Process",
+    "SnapshotField",
     "record_maker",
 ]
 
@@ -91,6 +96,52 @@ class MigInstance:
         }
 
 
+# nvmlGpuFabricState_t -> the names the snapshot gives.
+FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+
+
+@dataclass(frozen=True, slots=True)
+class Fabric:
+    """The NVLink fabric a GPU is registered with (rack-scale NVLink, e.g. GB200 NVL72).
+
+    GPUs that share ``cluster_uuid`` and ``clique_id`` reach each other over NVLink, across
+    trays; a GPU whose registration is not ``completed`` with status ``success`` is not
+    (yet) part of its domain.
+
+    Attributes:
+        cluster_uuid: The fabric's cluster UUID, canonical form
+            (``8-4-4-4-12`` lowercase hex digits).
+        clique_id: The clique (NVLink partition) within the cluster.
+        state: ``not_supported``, ``not_started``, ``in_progress`` or ``completed``
+            (``state_<n>`` for a value newer than this package).
+        status: The registration's NVML return code by name, lowercased without its
+            ``NVML_ERROR_`` / ``NVML_`` prefix (``success``, ``not_ready``, ...).
+        health_mask: NVML's fabric health mask (0 where the driver has only the legacy
+            call, which reports none).
+    """
+
+    cluster_uuid: str
+    clique_id: int
+    state: str
+    status: str
+    health_mask: int = 0
+
+    @property
+    def registered(self) -> bool:
+        """Whether the GPU is registered: state ``completed`` with status ``success``."""
+        return self.state == "completed" and self.status == "success"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fabric as a JSON-ready dict."""
+        return {
+            "cluster_uuid": self.cluster_uuid,
+            "clique_id": self.clique_id,
+            "state": self.state,
+            "status": self.status,
+            "health_mask": self.health_mask,
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class Accelerator:
     """One physical GPU of this node.
@@ -118,6 +169,8 @@ class Accelerator:
         processes: The compute processes running on the GPU (on a GPU in MIG mode: those
             of its MIG instances), in NVML's order; empty when none runs, None where NVML
             did not list them.
+        fabric: The NVLink fabric the GPU is registered with, or None where the driver
+            reports none (no fabric on this GPU, or a driver without the query).
     """
 
     index: int
@@ -136,27 +189,74 @@ class Accelerator:
     error: str | None = None
     memory_used_bytes: int | None = None
     processes: tuple[Process, ...] | None = None
+    fabric: Fabric | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The accelerator as a node-snapshot accelerator entry, plus the extra keys
-        (docs/concepts/node-snapshot.md)."""
-        cc = self.compute_capability
+        (docs/concepts/node-snapshot.md): its fields as ``ACCELERATOR_FIELDS`` writes them."""
         return {
-            "index": self.index,
-            "type": self.type,
-            "model": self.model,
-            "uuid": self.uuid,
-            "pci_bus_id": self.pci_bus_id,
-            "memory_bytes": self.memory_bytes,
-            "numa_node": self.numa_node,
-            "cpu_affinity": self.cpu_affinity,
-            "mig": self.mig,
-            "compute_capability": None if cc is None else f"{cc[0]}.{cc[1]}",
-            "mig_instances": [m.to_dict() for m in self.mig_instances],
-            "memory_used_bytes": self.memory_used_bytes,
-            "processes": _processes_dict(self.processes),
-            "error": self.error,
+            name: value if value is None or encode is None else encode(value)
+            for name, value, encode in zip(
+                _JSON_NAMES, _json_attributes(self), _JSON_ENCODERS, strict=True
+            )
         }
+
+
+def _cc_json(cc: tuple[int, int]) -> str:
+    return f"{cc[0]}.{cc[1]}"
+
+
+def _records_json(records: tuple[Any, ...]) -> list[dict[str, Any]]:
+    return [r.to_dict() for r in records]
+
+
+def _fabric_json(fabric: Fabric) -> dict[str, Any]:
+    return fabric.to_dict()
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotField:
+    """One field of an accelerator, declared once (see ``ACCELERATOR_FIELDS``).
+
+    Attributes:
+        name: The ``Accelerator`` attribute, which is also its key in the JSON snapshot.
+        json: Whether the JSON snapshot carries it (NVLink counts go to ``links``).
+        encode: How the JSON writer writes a value that is not None (None: as it is).
+    """
+
+    name: str
+    json: bool = True
+    encode: Callable[[Any], Any] | None = None
+
+
+ACCELERATOR_FIELDS: tuple[SnapshotField, ...] = (
+    SnapshotField("index"),
+    SnapshotField("type"),
+    SnapshotField("model"),
+    SnapshotField("uuid"),
+    SnapshotField("pci_bus_id"),
+    SnapshotField("memory_bytes"),
+    SnapshotField("numa_node"),
+    SnapshotField("cpu_affinity"),
+    SnapshotField("compute_capability", encode=_cc_json),
+    SnapshotField("mig"),
+    SnapshotField("mig_instances", encode=_records_json),
+    SnapshotField("nvlink_peers", json=False),
+    SnapshotField("nvswitch_links", json=False),
+    SnapshotField("error"),
+    SnapshotField("memory_used_bytes"),
+    SnapshotField("processes", encode=_records_json),
+    SnapshotField("fabric", encode=_fabric_json),
+)
+"""The accelerator's fields in ``Accelerator``'s order: the record (its dataclass fields,
+positional constructor included, are these, as a test checks), the JSON writer
+(``Accelerator.to_dict``), the snapshot schema file (``snapshot.schema.json``, whose
+accelerator keys are the ``json`` ones, as a test checks) and both backends (which build
+the record positionally, through ``_assemble.accelerator``) follow this table."""
+
+_JSON_NAMES = tuple(f.name for f in ACCELERATOR_FIELDS if f.json)
+_JSON_ENCODERS = tuple(f.encode for f in ACCELERATOR_FIELDS if f.json)
+_json_attributes = attrgetter(*_JSON_NAMES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,17 +370,21 @@ def record_maker(cls: type[_T]) -> Callable[..., _T]:
     A frozen dataclass's ``__init__`` assigns every field through ``object.__setattr__``;
     a snapshot builds dozens of records, and that alone cost more than the whole C call.
     The maker takes every field in declaration order (no defaults) and produces the same
-    object, still frozen: it fills an instance of a plain class with the same slots (a
-    plain attribute store each), then makes it a ``cls`` by assigning ``__class__``, which
-    CPython allows between classes of one layout.
+    object, still frozen: it is a plain (not frozen) slotted dataclass with the same fields,
+    whose ``__init__`` stores each slot directly, and whose ``__post_init__`` makes the new
+    object a ``cls`` by assigning ``__class__``, which CPython allows between classes of one
+    layout.
     """
-    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    slots: tuple[str, ...] = cls.__slots__  # type: ignore[attr-defined]
-    builder = type(f"_{cls.__name__}Builder", (), {"__slots__": slots})
-    namespace: dict[str, Any] = {"_new": object.__new__, "_builder": builder, "_cls": cls}
-    lines = [f"def make({', '.join(names)}):", "    obj = _new(_builder)"]
-    lines += [f"    obj.{name} = {name}" for name in names]
-    lines += ["    obj.__class__ = _cls", "    return obj"]
-    exec("\n".join(lines), namespace)  # the source is built above from field names only
-    maker: Callable[..., _T] = namespace["make"]
+
+    def become(self: Any) -> None:
+        self.__class__ = cls
+
+    maker: Callable[..., _T] = make_dataclass(
+        f"_{cls.__name__}Maker",
+        [(f.name, Any) for f in fields(cls)],  # type: ignore[arg-type]
+        namespace={"__post_init__": become},
+        slots=True,
+        eq=False,
+        repr=False,
+    )
     return maker

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _host
+from ._assemble import Assembler, fabric_record
 from ._raw import (
     MAX_GPUS,
     MAX_MIG,
@@ -40,7 +41,7 @@ from ._raw import (
 )
 from .errors import NVMLError, nvml_error
 
-__all__ = ["read"]
+__all__ = ["PynvmlReader"]
 
 NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_NOT_SUPPORTED = 3
@@ -79,9 +80,39 @@ class _ProcessInfoV2(ctypes.Structure):
     )
 
 
+# nvidia-ml-py's module is one per process (the private copy included): one lock for all.
+class _FabricInfo(ctypes.Structure):
+    """nvmlGpuFabricInfo_t: what the legacy nvmlDeviceGetGpuFabricInfo fills."""
+
+    _fields_ = (
+        ("clusterUuid", ctypes.c_ubyte * 16),
+        ("status", ctypes.c_int),
+        ("cliqueId", ctypes.c_uint),
+        ("state", ctypes.c_ubyte),
+    )
+
+
+class _FabricInfoV(ctypes.Structure):
+    """nvmlGpuFabricInfo_v3_t; its first fields are nvmlGpuFabricInfo_v2_t."""
+
+    _fields_ = (
+        ("version", ctypes.c_uint),
+        ("clusterUuid", ctypes.c_ubyte * 16),
+        ("status", ctypes.c_int),
+        ("cliqueId", ctypes.c_uint),
+        ("state", ctypes.c_ubyte),
+        ("healthMask", ctypes.c_uint),
+        ("healthSummary", ctypes.c_ubyte),
+    )
+
+
+# NVML_STRUCT_VERSION(GpuFabricInfo, 3) and (.., 2): the size in the low bytes, the
+# version in the top one (v2 ends after healthMask: 36 bytes).
+FABRIC_INFO_V3 = ctypes.sizeof(_FabricInfoV) | 3 << 24
+FABRIC_INFO_V2 = (_FabricInfoV.healthMask.offset + 4) | 2 << 24
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
+
 _lock = threading.Lock()
-_loaded: str | None = None
-_private: Any = None
 
 
 class _Absent:
@@ -118,9 +149,9 @@ def _private_pynvml() -> Any:
         ImportError: nvidia-ml-py is not installed, or ``pynvml`` is not its one-file
             module.
     """
-    global _private
-    if _private is not None:
-        return _private
+    loaded = sys.modules.get(PRIVATE_NAME)
+    if loaded is not None:
+        return loaded
     spec = importlib.util.find_spec("pynvml")
     if spec is None or spec.origin is None or spec.submodule_search_locations is not None:
         where = "not installed" if spec is None else f"found at {spec.origin}, not a module file"
@@ -136,26 +167,7 @@ def _private_pynvml() -> Any:
     except BaseException:
         del sys.modules[PRIVATE_NAME]
         raise
-    _private = module
     return module
-
-
-def _load(pynvml: Any, library: str) -> NVMLError | None:
-    global _loaded
-    if _loaded == library and pynvml.nvmlLib is not None:
-        return None
-    try:
-        lib = ctypes.CDLL(library)
-    except OSError as exc:
-        return nvml_error(NVML_ERROR_LIBRARY_NOT_FOUND, "dlopen", str(exc))
-    for name in REQUIRED_SYMBOLS:
-        if not hasattr(lib, name):
-            return nvml_error(NVML_ERROR_FUNCTION_NOT_FOUND, name, library)
-    with pynvml.libLoadLock:
-        pynvml.nvmlLib = lib
-        pynvml._nvmlGetFunctionPointer_cache.clear()
-    _loaded = library
-    return None
 
 
 def _str(value: Any) -> str | None:
@@ -468,7 +480,42 @@ class _Reader:
         if not gpu.mig_mode:
             self.processes(dev, gpu, t)
         links = self.nvlinks(dev, t)
+        self.fabric(dev, gpu, t)
         return gpu, (None if t.lost else dev), links
+
+    def fabric(self, dev: Any, gpu: RawGpu, t: _Target) -> None:
+        """The GPU's NVLink fabric, asked as ``read_fabric`` in C asks: the versioned call
+        with struct v3, then v2 on a version mismatch, else the legacy call."""
+        nv = self.nv
+        for version in (FABRIC_INFO_V3, FABRIC_INFO_V2):
+            if t.lost:
+                return
+            info = _FabricInfoV(version=version)
+            try:
+                nv.nvmlDeviceGetGpuFabricInfoV(dev, ctypes.byref(info))
+            except nv.NVMLError as exc:
+                if exc.value == NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+                    continue
+                if exc.value == NVML_ERROR_FUNCTION_NOT_FOUND:
+                    break  # this driver (or nvidia-ml-py) lacks it: the legacy call
+                t.fail(exc.value, "nvmlDeviceGetGpuFabricInfoV")
+                return
+            gpu.fabric = fabric_record(
+                bytes(info.clusterUuid), info.cliqueId, info.state, info.status, info.healthMask
+            )
+            return
+        legacy = _FabricInfo()
+        done = self.query(
+            t,
+            "nvmlDeviceGetGpuFabricInfo",
+            nv.nvmlDeviceGetGpuFabricInfo,
+            dev,
+            ctypes.byref(legacy),
+        )
+        if done is not ABSENT:
+            gpu.fabric = fabric_record(
+                bytes(legacy.clusterUuid), legacy.cliqueId, legacy.state, legacy.status, 0
+            )
 
     def pairs(self, node: RawNode, handles: list[Any], gpus: list[RawGpu]) -> None:
         """Topology level, P2P status and NVLink count of every pair (as ``read_pairs``
@@ -494,43 +541,67 @@ def _opt(convert: Callable[[Any], Any], value: Any) -> Any:
     return None if value is ABSENT else convert(value)
 
 
-def read(library: str, sysfs: str) -> RawNode:
-    """Read the host facts and this node's NVML view through nvidia-ml-py.
+class PynvmlReader:
+    """Reads snapshots through nvidia-ml-py, keeping which library it loaded last."""
 
-    Args:
-        library: Path or soname of libnvidia-ml for pynvml to use.
-        sysfs: Where sysfs is mounted.
-    """
-    node = RawNode(
-        hostname=_host.hostname(),
-        cpus=_host.cpu_count(),
-        numa_nodes=_host.numa_node_count(sysfs),
-        route_ip=_host.route_ipv4(),
-    )
-    with _lock:
+    def __init__(self) -> None:
+        self.assembler = Assembler()
+        self._loaded: tuple[str, Any] | None = None  # (path, the CDLL given to pynvml)
+
+    def _load(self, pynvml: Any, library: str) -> NVMLError | None:
+        loaded = self._loaded
+        if loaded is not None and loaded[0] == library and pynvml.nvmlLib is loaded[1]:
+            return None
         try:
-            pynvml = _private_pynvml()
-        except ImportError as exc:  # a broken install: report it like a missing NVML
-            node.error = nvml_error(NVML_ERROR_LIBRARY_NOT_FOUND, "import pynvml", str(exc))
-            return node
-        node.error = _load(pynvml, library)
-        if node.error is not None:
-            return node
-        try:
-            pynvml.nvmlInit()
-        except pynvml.NVMLError as exc:
-            node.error = nvml_error(exc.value, "nvmlInit")
-            return node
-        try:
-            _read_devices(pynvml, node)
-        except pynvml.NVMLError as exc:  # one the per-device handling does not record
-            node.error = nvml_error(exc.value, "pynvml", type(exc).__name__)
-        finally:
+            lib = ctypes.CDLL(library)
+        except OSError as exc:
+            return nvml_error(NVML_ERROR_LIBRARY_NOT_FOUND, "dlopen", str(exc))
+        for name in REQUIRED_SYMBOLS:
+            if not hasattr(lib, name):
+                return nvml_error(NVML_ERROR_FUNCTION_NOT_FOUND, name, library)
+        with pynvml.libLoadLock:
+            pynvml.nvmlLib = lib
+            pynvml._nvmlGetFunctionPointer_cache.clear()
+        self._loaded = (library, lib)
+        return None
+
+    def read(self, library: str, sysfs: str) -> RawNode:
+        """Read the host facts and this node's NVML view through nvidia-ml-py.
+
+        Args:
+            library: Path or soname of libnvidia-ml for pynvml to use.
+            sysfs: Where sysfs is mounted.
+        """
+        node = RawNode(
+            hostname=_host.hostname(),
+            cpus=_host.cpu_count(),
+            numa_nodes=_host.numa_node_count(sysfs),
+            route_ip=_host.route_ipv4(),
+        )
+        with _lock:
             try:
-                pynvml.nvmlShutdown()
+                pynvml = _private_pynvml()
+            except ImportError as exc:  # a broken install: report it like a missing NVML
+                node.error = nvml_error(NVML_ERROR_LIBRARY_NOT_FOUND, "import pynvml", str(exc))
+                return node
+            node.error = self._load(pynvml, library)
+            if node.error is not None:
+                return node
+            try:
+                pynvml.nvmlInit()
             except pynvml.NVMLError as exc:
-                node.shutdown_error = nvml_error(exc.value, "nvmlShutdown")
-    return node
+                node.error = nvml_error(exc.value, "nvmlInit")
+                return node
+            try:
+                _read_devices(pynvml, node)
+            except pynvml.NVMLError as exc:  # one the per-device handling does not record
+                node.error = nvml_error(exc.value, "pynvml", type(exc).__name__)
+            finally:
+                try:
+                    pynvml.nvmlShutdown()
+                except pynvml.NVMLError as exc:
+                    node.shutdown_error = nvml_error(exc.value, "nvmlShutdown")
+        return node
 
 
 def _read_devices(pynvml: Any, node: RawNode) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ._model import Accelerator
+from ._model import Accelerator, Fabric
 from .errors import NVMLAnswerError, NVMLError
 
 __all__ = [
@@ -102,6 +102,7 @@ class RawGpu:
     # for a GPU in MIG mode, whose MIG devices are asked instead)
     processes: list[tuple[int, int | None]] | None = None
     process_total: int = 0  # NVML's count: above len(processes) when the node ran out of room
+    fabric: Fabric | None = None  # None where the driver reports no NVLink fabric
 
 
 @dataclass(slots=True)

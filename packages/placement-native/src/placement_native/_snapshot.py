@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Literal
+import threading
+from typing import Literal, Protocol
 
 from . import _backend, _host
-from ._assemble import assemble
+from ._assemble import Assembler
 from ._env import env_int, env_path
 from ._log import get_logger
 from ._model import NodeSnapshot
@@ -18,7 +18,43 @@ logger = get_logger(__name__)
 
 Backend = Literal["cffi", "purepython"]
 SOURCES = {"cffi": "nvml-cffi", "purepython": "nvml-pynvml"}
-_READERS: dict[str, Callable[[str, str], RawNode]] = {}
+
+
+class _Reader(Protocol):
+    """A backend's reader: reads a RawNode, and the assembler that turns it into records."""
+
+    assembler: Assembler
+
+    def read(self, library: str, sysfs: str) -> RawNode: ...
+
+
+class _Readers:
+    """One reader per backend, made on first use; each keeps what it reuses between reads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._made: dict[str, _Reader] = {}
+
+    def get(self, backend: Backend) -> _Reader:
+        reader = self._made.get(backend)
+        if reader is not None:
+            return reader
+        with self._lock:
+            reader = self._made.get(backend)
+            if reader is None:
+                if backend == "cffi":
+                    from ._nvml_cffi import CffiReader
+
+                    reader = CffiReader()
+                else:
+                    from ._nvml_pynvml import PynvmlReader
+
+                    reader = PynvmlReader()
+                self._made[backend] = reader
+        return reader
+
+
+_readers = _Readers()
 
 
 def library_path() -> str:
@@ -28,23 +64,6 @@ def library_path() -> str:
         EnvVarError: The variable is not a UTF-8 path.
     """
     return env_path(LIBRARY_ENV) or DEFAULT_LIBRARY
-
-
-def _reader(backend: Backend) -> Callable[[str, str], RawNode]:
-    """The read function of a backend, imported on first use."""
-    reader = _READERS.get(backend)
-    if reader is not None:
-        return reader
-    if backend == "cffi":
-        from . import _nvml_cffi
-
-        reader = _nvml_cffi.read
-    else:
-        from . import _nvml_pynvml
-
-        reader = _nvml_pynvml.read
-    _READERS[backend] = reader
-    return reader
 
 
 def _raise_first(raw: RawNode) -> None:
@@ -84,13 +103,14 @@ def take(backend: Backend, *, strict: bool = False) -> NodeSnapshot:
     sysfs = _host.sysfs_root()
     library = library_path()
     node_rank = node_rank_from_env()  # a bad variable fails before NVML is touched
-    raw = _reader(backend)(library, sysfs)
+    reader = _readers.get(backend)
+    raw = reader.read(library, sysfs)
     check_limits(raw)
     if strict:
         _raise_first(raw)
     if raw.error is not None:
         logger.debug("NVML reported a node-level failure: %s", raw.error)
-    return assemble(raw, source=SOURCES[backend], sysfs=sysfs, node_rank=node_rank)
+    return reader.assembler.assemble(raw, source=SOURCES[backend], sysfs=sysfs, node_rank=node_rank)
 
 
 def snapshot(*, strict: bool = False) -> NodeSnapshot:

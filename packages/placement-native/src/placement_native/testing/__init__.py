@@ -25,11 +25,20 @@ from placement_native.errors import FakeNVMLBuildError, FakeTopologyError
 from ._build import CACHE_ENV, cache_dir, library
 from ._fake import TOPOLOGY_ENV, FakeNvml, fake_nvml
 from ._machines import topology, topology_names
-from ._topology import FakeGpu, FakeLink, FakeMig, FakeProcess, Topology, load_topology
+from ._topology import (
+    FakeFabric,
+    FakeGpu,
+    FakeLink,
+    FakeMig,
+    FakeProcess,
+    Topology,
+    load_topology,
+)
 
 __all__ = [
     "CACHE_ENV",
     "TOPOLOGY_ENV",
+    "FakeFabric",
     "FakeGpu",
     "FakeLink",
     "FakeMig",

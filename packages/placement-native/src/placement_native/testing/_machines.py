@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from placement_native.errors import FakeTopologyError
 
-from ._topology import FakeGpu, FakeLink, FakeMig, Topology
+from ._topology import FakeFabric, FakeGpu, FakeLink, FakeMig, Topology
 
 __all__ = ["TOPOLOGIES", "topology", "topology_names"]
 
@@ -168,6 +168,37 @@ def old_driver() -> Topology:
     return Topology(gpus=gpus, levels={(0, 1): "SYS"}, p2p={(0, 1): "OK"}, old_driver=True)
 
 
+NVL72_CLUSTER = "6f1d2c3b-4a59-4e8f-9a7b-0c1d2e3f4a5b"
+"""The fabric cluster UUID of the ``gb200-nvl72-tray`` machine."""
+
+
+def gb200_nvl72_tray() -> Topology:
+    """One compute tray of a GB200 NVL72 rack: 4 x B200 (two per Grace CPU), 18 NVLinks
+    each into the rack's NVSwitch trays, every GPU registered with the rack's NVLink
+    fabric (cluster ``NVL72_CLUSTER``, clique 1, completed, success)."""
+    buses = ["00000008:01:00.0", "00000009:01:00.0", "00000018:01:00.0", "00000019:01:00.0"]
+    switches = [f"0000000{k}:00:00.0" for k in range(2, 8)]  # far ends in the switch trays
+    gpus = [
+        FakeGpu(
+            name="NVIDIA GB200",
+            uuid=_uuid(0x600 + i),
+            bus=bus,
+            memory=199715979264,
+            numa=i // 2,
+            cpus="0-71" if i < 2 else "72-143",
+            compute_capability=(10, 0),
+            nvlink_slots=18,
+            nvlinks=[FakeLink(k, switches[k % 6], remote="switch") for k in range(18)],
+            fabric=FakeFabric(NVL72_CLUSTER, clique_id=1),
+        )
+        for i, bus in enumerate(buses)
+    ]
+    levels = {
+        (a, b): "SYS" if a // 2 != b // 2 else "NODE" for a in range(4) for b in range(a + 1, 4)
+    }
+    return Topology(gpus=gpus, levels=levels, p2p=dict.fromkeys(levels, "OK"))
+
+
 def no_driver() -> Topology:
     """NVML is installed but ``nvmlInit`` fails: NVML_ERROR_DRIVER_NOT_LOADED (9)."""
     return Topology(gpus=[FakeGpu(uuid=_uuid(0x500), bus="00000000:18:00.0")], init_error=9)
@@ -180,6 +211,7 @@ def no_gpus() -> Topology:
 
 TOPOLOGIES: dict[str, Callable[[], Topology]] = {
     "dgx-h100": dgx_h100,
+    "gb200-nvl72-tray": gb200_nvl72_tray,
     "pcie-4x-nvlink-bridges": pcie_nvlink_bridges,
     "pcie-2-switches": pcie_two_switches,
     "mig": mig_node,
@@ -199,7 +231,8 @@ def topology(name: str) -> Topology:
     """A fresh copy of a named machine.
 
     Args:
-        name: One of ``topology_names()``: ``dgx-h100``, ``pcie-4x-nvlink-bridges``,
+        name: One of ``topology_names()``: ``dgx-h100``, ``gb200-nvl72-tray``,
+            ``pcie-4x-nvlink-bridges``,
             ``pcie-2-switches``, ``mig``, ``no-permission``, ``old-driver``, ``no-driver``,
             ``no-gpus``.
 

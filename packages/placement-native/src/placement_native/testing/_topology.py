@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from placement_native._assemble import P2P_NAMES, TOPOLOGY_LEVELS
+from placement_native._model import FABRIC_STATES
 from placement_native.errors import NVML_CODE_NAMES, FakeTopologyError
 
 __all__ = [
+    "FakeFabric",
     "FakeGpu",
     "FakeLink",
     "FakeMig",
@@ -38,6 +41,28 @@ LEVEL_VALUES = {name: value for value, name in TOPOLOGY_LEVELS.items() if name !
 P2P_VALUES = {name: value for value, name in P2P_NAMES.items()}
 CODE_VALUES = {name: code for code, name in NVML_CODE_NAMES.items()}
 REMOTE_TYPES = {"gpu": 0, "switch": 2}  # nvmlIntNvLinkDeviceType_t
+STATE_VALUES = {name: value for value, name in FABRIC_STATES.items()}
+FABRIC_VERSIONS = (1, 2, 3)  # the newest nvmlGpuFabricInfo struct version a driver knows
+
+
+@dataclass
+class FakeFabric:
+    """A GPU's NVLink fabric registration, as ``nvmlDeviceGetGpuFabricInfoV`` reports it.
+
+    Attributes:
+        cluster_uuid: The fabric's cluster UUID (any form ``uuid.UUID`` reads).
+        clique_id: The clique within the cluster.
+        state: ``not_supported``, ``not_started``, ``in_progress`` or ``completed``.
+        status: The registration's NVML return code (an int, or its name such as
+            ``NVML_SUCCESS`` or ``NVML_ERROR_NOT_READY``).
+        health_mask: NVML's fabric health mask.
+    """
+
+    cluster_uuid: str
+    clique_id: int = 0
+    state: str = "completed"
+    status: int = 0
+    health_mask: int = 0
 
 
 @dataclass
@@ -95,6 +120,7 @@ class FakeGpu:
         process_races: How many process-list queries after each ``nvmlInit`` find one
             process more than they offer room for (``NVML_ERROR_INSUFFICIENT_SIZE``), as
             when processes start between two calls.
+        fabric: The GPU's NVLink fabric; None: fabric info is NOT_SUPPORTED.
     """
 
     name: str = H100
@@ -115,6 +141,7 @@ class FakeGpu:
     processes: list[FakeProcess] = field(default_factory=list)
     memory_churn: int = 0
     process_races: int = 0
+    fabric: FakeFabric | None = None
 
 
 @dataclass
@@ -135,6 +162,9 @@ class Topology:
         count: The device count NVML answers whatever GPUs are described (handles past
             the described ones are INVALID_ARGUMENT); None: the number of GPUs.
         shutdown_error: ``nvmlShutdown``'s return code.
+        fabric_version: The newest ``nvmlGpuFabricInfo`` struct version the driver knows
+            (3; 2: a v3 request is a version mismatch; 1: every versioned request is, and
+            only the legacy call answers). An ``old_driver`` has no fabric call at all.
 
     Text may hold lone surrogates (``"\\udcff"``): they are written as the bytes they stand
     for, so the library serves strings that are not valid UTF-8. Text longer than NVML's
@@ -150,6 +180,7 @@ class Topology:
     numa_nodes: int | None = None
     count: int | None = None
     shutdown_error: int = 0
+    fabric_version: int = 3
 
     def host_numa_nodes(self) -> int:
         """NUMA nodes the fake host reports: ``numa_nodes``, else those the GPUs name."""
@@ -188,11 +219,18 @@ class Topology:
                 _check(value in known, where, value, f"one of {', '.join(known)}")
         if self.numa_nodes is not None:
             _check(self.numa_nodes >= 1, "numa_nodes", self.numa_nodes, "an int >= 1")
+        _check(
+            self.fabric_version in FABRIC_VERSIONS,
+            "fabric_version",
+            self.fabric_version,
+            "1, 2 or 3",
+        )
 
     def render(self) -> str:
         """The directive file ``fake_nvml.c`` reads."""
         lines = [f"driver {self.driver}", f"init {self.init_error}"]
         lines.append(f"shutdown {self.shutdown_error}")
+        lines.append(f"fabric_version {self.fabric_version}")
         if self.count is not None:
             lines.append(f"count {self.count}")
         for i, g in enumerate(self.gpus):
@@ -226,6 +264,12 @@ class Topology:
                 lines.append(f"gpu {i} churn {g.memory_churn}")
             if g.process_races:
                 lines.append(f"gpu {i} procrace {g.process_races}")
+            f = g.fabric
+            if f is not None:
+                lines.append(
+                    f"gpu {i} fabric {uuid.UUID(f.cluster_uuid).hex} {f.clique_id} "
+                    f"{STATE_VALUES[f.state]} {f.status} {f.health_mask}"
+                )
         for (a, b), level in sorted(self.levels.items()):
             lines.append(f"topo {a} {b} {LEVEL_VALUES[level]}")
         for (a, b), status in sorted(self.p2p.items()):
@@ -268,6 +312,7 @@ class Topology:
                 "numa_nodes",
                 "levels",
                 "p2p",
+                "fabric_version",
             },
         )
         gpus = [_gpu_from(item, index) for index, item in enumerate(top.list("gpus"))]
@@ -281,6 +326,7 @@ class Topology:
             p2p=_pairs(top, "p2p"),
             old_driver=top.get("old_driver", bool, False),
             numa_nodes=top.get("numa_nodes", (int, type(None)), None),
+            fabric_version=top.get("fabric_version", int, 3),
         )
         topology.validate()
         return topology
@@ -324,6 +370,7 @@ _FIELD_TYPES: dict[type, tuple[tuple[str, tuple[type, ...], str], ...]] = {
         ("shutdown_error", _INT, "an int"),
         ("count", (int, _NONE), "an int or None"),
         ("numa_nodes", (int, _NONE), "an int or None"),
+        ("fabric_version", _INT, "an int"),
     ),
     FakeGpu: (
         ("name", _TEXT, "text"),
@@ -338,6 +385,7 @@ _FIELD_TYPES: dict[type, tuple[tuple[str, tuple[type, ...], str], ...]] = {
         ("memory_reserved", _INT, "an int"),
         ("memory_churn", _INT, "an int"),
         ("process_races", _INT, "an int"),
+        ("fabric", (FakeFabric, _NONE), "a FakeFabric or None"),
     ),
     FakeMig: (
         ("slot", _INT, "an int"),
@@ -348,6 +396,13 @@ _FIELD_TYPES: dict[type, tuple[tuple[str, tuple[type, ...], str], ...]] = {
         ("name", _TEXT, "text"),
     ),
     FakeLink: (("link", _INT, "an int"), ("remote_bus", _TEXT, "text")),
+    FakeFabric: (
+        ("cluster_uuid", _TEXT, "text"),
+        ("clique_id", _INT, "an int"),
+        ("state", _TEXT, "text"),
+        ("status", _INT, "an int"),
+        ("health_mask", _INT, "an int"),
+    ),
     FakeProcess: (
         ("pid", _INT, "an int"),
         ("used_memory", (int, _NONE), "an int or None"),
@@ -401,6 +456,8 @@ def _gpu_checks(gpu: FakeGpu, where: str) -> None:
         _check(0 <= link.link < slots, f"{at}.link", link.link, f"a link slot < {slots}")
         _check(link.remote in REMOTE_TYPES, f"{at}.remote", link.remote, "'gpu' or 'switch'")
         _text(link.remote_bus, f"{at}.remote_bus", spaces=False)
+    if gpu.fabric is not None:
+        _fabric_checks(gpu.fabric, f"{where}.fabric")
     _check(len(gpu.fail) <= MAX_FAILS, f"{where}.fail", len(gpu.fail), f"<= {MAX_FAILS} entries")
     _memory_checks(gpu, where)
     for function in gpu.fail:
@@ -410,6 +467,32 @@ def _gpu_checks(gpu: FakeGpu, where: str) -> None:
             function,
             "an NVML function name",
         )
+
+
+def _fabric_checks(fabric: FakeFabric, where: str) -> None:
+    _typed(fabric, where)
+    try:
+        uuid.UUID(fabric.cluster_uuid)
+    except ValueError:
+        _check(False, f"{where}.cluster_uuid", fabric.cluster_uuid, "a UUID")
+    _check(
+        0 <= fabric.clique_id <= U32_MAX, f"{where}.clique_id", fabric.clique_id, f"0..{U32_MAX}"
+    )
+    _check(
+        fabric.state in STATE_VALUES,
+        f"{where}.state",
+        fabric.state,
+        f"one of {', '.join(STATE_VALUES)}",
+    )
+    _check(
+        -(2**31) <= fabric.status < 2**31, f"{where}.status", fabric.status, "an NVML return code"
+    )
+    _check(
+        0 <= fabric.health_mask <= U32_MAX,
+        f"{where}.health_mask",
+        fabric.health_mask,
+        f"0..{U32_MAX}",
+    )
 
 
 def _memory_checks(gpu: FakeGpu, where: str) -> None:
@@ -560,6 +643,7 @@ def _gpu_from(item: Any, index: int) -> FakeGpu:
             "processes",
             "memory_churn",
             "process_races",
+            "fabric",
         },
     )
     cc = gpu.get("compute_capability", list, [9, 0])
@@ -569,44 +653,11 @@ def _gpu_from(item: Any, index: int) -> FakeGpu:
         cc,
         "[major, minor]",
     )
-    migs = []
-    for k, raw in enumerate(gpu.list("mig_devices")):
-        m = _Reader(raw, f"gpus[{index}].mig_devices[{k}]")
-        fields = {"slot", "gpu_instance", "compute_instance", "memory", "uuid", "name"}
-        m.keys(fields, set())
-        migs.append(
-            FakeMig(
-                slot=m.get("slot", int, 0),
-                gpu_instance=m.get("gpu_instance", int, 0),
-                compute_instance=m.get("compute_instance", int, 0),
-                memory=m.get("memory", int, 0),
-                uuid=m.get("uuid", str, ""),
-                name=m.get("name", str, ""),
-            )
-        )
-    links = []
-    for k, raw in enumerate(gpu.list("nvlinks")):
-        n = _Reader(raw, f"gpus[{index}].nvlinks[{k}]")
-        n.keys({"link", "remote_bus"}, {"active", "remote"})
-        links.append(
-            FakeLink(
-                link=n.get("link", int, 0),
-                remote_bus=n.get("remote_bus", str, ""),
-                active=n.get("active", bool, True),
-                remote=n.get("remote", str, "gpu"),
-            )
-        )
-    processes = []
-    for k, raw in enumerate(gpu.list("processes")):
-        p = _Reader(raw, f"gpus[{index}].processes[{k}]")
-        p.keys({"pid"}, {"used_memory", "mig_slot"})
-        processes.append(
-            FakeProcess(
-                pid=p.get("pid", int, 0),
-                used_memory=p.get("used_memory", (int, type(None)), None),
-                mig_slot=p.get("mig_slot", (int, type(None)), None),
-            )
-        )
+    migs, links, processes = (
+        _migs_from(gpu, index),
+        _links_from(gpu, index),
+        _processes_from(gpu, index),
+    )
     fail_where = f"gpus[{index}].fail"
     fail = {
         str(function): _code(code, f"{fail_where}.{function}")
@@ -631,4 +682,69 @@ def _gpu_from(item: Any, index: int) -> FakeGpu:
         processes=processes,
         memory_churn=gpu.get("memory_churn", int, 0),
         process_races=gpu.get("process_races", int, 0),
+        fabric=_fabric_from(gpu.get("fabric", (dict, type(None)), None), f"gpus[{index}].fabric"),
     )
+
+
+def _fabric_from(data: dict[str, Any] | None, where: str) -> FakeFabric | None:
+    if data is None:
+        return None
+    f = _Reader(data, where)
+    f.keys({"cluster_uuid"}, {"clique_id", "state", "status", "health_mask"})
+    return FakeFabric(
+        cluster_uuid=f.get("cluster_uuid", str, ""),
+        clique_id=f.get("clique_id", int, 0),
+        state=f.get("state", str, "completed"),
+        status=_code(f.get("status", (int, str), 0), f"{where}.status"),
+        health_mask=f.get("health_mask", int, 0),
+    )
+
+
+def _migs_from(gpu: _Reader, index: int) -> list[FakeMig]:
+    migs = []
+    for k, raw in enumerate(gpu.list("mig_devices")):
+        m = _Reader(raw, f"gpus[{index}].mig_devices[{k}]")
+        fields = {"slot", "gpu_instance", "compute_instance", "memory", "uuid", "name"}
+        m.keys(fields, set())
+        migs.append(
+            FakeMig(
+                slot=m.get("slot", int, 0),
+                gpu_instance=m.get("gpu_instance", int, 0),
+                compute_instance=m.get("compute_instance", int, 0),
+                memory=m.get("memory", int, 0),
+                uuid=m.get("uuid", str, ""),
+                name=m.get("name", str, ""),
+            )
+        )
+    return migs
+
+
+def _links_from(gpu: _Reader, index: int) -> list[FakeLink]:
+    links = []
+    for k, raw in enumerate(gpu.list("nvlinks")):
+        n = _Reader(raw, f"gpus[{index}].nvlinks[{k}]")
+        n.keys({"link", "remote_bus"}, {"active", "remote"})
+        links.append(
+            FakeLink(
+                link=n.get("link", int, 0),
+                remote_bus=n.get("remote_bus", str, ""),
+                active=n.get("active", bool, True),
+                remote=n.get("remote", str, "gpu"),
+            )
+        )
+    return links
+
+
+def _processes_from(gpu: _Reader, index: int) -> list[FakeProcess]:
+    processes = []
+    for k, raw in enumerate(gpu.list("processes")):
+        p = _Reader(raw, f"gpus[{index}].processes[{k}]")
+        p.keys({"pid"}, {"used_memory", "mig_slot"})
+        processes.append(
+            FakeProcess(
+                pid=p.get("pid", int, 0),
+                used_memory=p.get("used_memory", (int, type(None)), None),
+                mig_slot=p.get("mig_slot", (int, type(None)), None),
+            )
+        )
+    return processes

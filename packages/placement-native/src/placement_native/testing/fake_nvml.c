@@ -41,6 +41,15 @@
  *   gpu I nvlink LINK ACTIVE TYPE REMOTE_BUS   TYPE: 0 GPU, 2 NVSwitch
  *   gpu I fail FUNCTION CODE       FUNCTION returns CODE for this GPU (a failure of
  *                                  nvmlDeviceGetMemoryInfo also fails its _v2)
+ *   gpu I fabric UUIDHEX CLIQUE STATE STATUS HEALTH
+ *                                  the GPU's NVLink fabric: cluster UUID as 32 hex digits,
+ *                                  clique id, nvmlGpuFabricState_t, nvmlReturn_t status,
+ *                                  health mask (without it: fabric info is NOT_SUPPORTED)
+ *   fabric_version N               the newest nvmlGpuFabricInfo struct version the driver
+ *                                  knows (default 3; 1: every tag is a version mismatch);
+ *                                  a tag of another version or size answers
+ *                                  ARGUMENT_VERSION_MISMATCH, as NVML does
+ *                                  (FAKE_OLD_DRIVER builds have no fabric symbols at all)
  *   topo I J LEVEL                 nvmlGpuTopologyLevel_t of the pair (both orders)
  *   p2p I J STATUS                 nvmlGpuP2PStatus_t of the pair (both orders)
  */
@@ -134,6 +143,10 @@ typedef struct {
     fake_mig migs[MAX_MIG];
     int nlinks;
     fake_link links[MAX_LINKS];
+    int has_fabric;
+    unsigned char fabric_uuid[16];
+    unsigned int fabric_clique, fabric_state, fabric_health;
+    int fabric_status;
     int nfails;
     char fail_fn[MAX_FAILS][64];
     int fail_code[MAX_FAILS];
@@ -142,6 +155,7 @@ typedef struct {
 static fake_gpu gpus[MAX_GPUS];
 static int gpu_count;
 static int init_code, count_error, shutdown_code, initialized;
+static int fabric_version = 3;
 static long long count_override = -1;
 static char driver[128];
 static int topo[MAX_GPUS][MAX_GPUS], p2p[MAX_GPUS][MAX_GPUS];
@@ -246,6 +260,17 @@ static void parse_gpu(int i, char *key, char *value)
             g->links[link].type = type;
             fill_pci(&g->links[link].remote, remote);
         }
+    } else if (!strcmp(key, "fabric")) {
+        char hex[33];
+        if (sscanf(value, "%32s %u %u %d %u", hex, &g->fabric_clique, &g->fabric_state,
+                   &g->fabric_status, &g->fabric_health) == 5 && strlen(hex) == 32) {
+            g->has_fabric = 1;
+            for (int k = 0; k < 16; k++) {
+                unsigned int byte = 0;
+                sscanf(hex + 2 * k, "%2x", &byte);
+                g->fabric_uuid[k] = (unsigned char)byte;
+            }
+        }
     } else if (!strcmp(key, "fail") && g->nfails < MAX_FAILS) {
         if (sscanf(value, "%63s %d", g->fail_fn[g->nfails], &g->fail_code[g->nfails]) == 2)
             g->nfails++;
@@ -277,7 +302,7 @@ static void load(void)
     if (unchanged(path))
         return;
     memset(gpus, 0, sizeof gpus);
-    gpu_count = 0, proc_count = 0, init_code = 0, count_error = 0, shutdown_code = 0, count_override = -1;
+    gpu_count = 0, proc_count = 0, init_code = 0, fabric_version = 3, count_error = 0, shutdown_code = 0, count_override = -1;
     snprintf(driver, sizeof driver, "0.0");
     for (int i = 0; i < MAX_GPUS; i++) {
         gpus[i].index = i;
@@ -306,6 +331,8 @@ static void load(void)
             count_error = v;
         else if (sscanf(s, "count %llu", &n) == 1)
             count_override = (long long)(n & 0xffffffffULL);
+        else if (sscanf(s, "fabric_version %d", &v) == 1)
+            fabric_version = v;
         else if (sscanf(s, "shutdown %d", &v) == 1)
             shutdown_code = v;
         else if (sscanf(s, "driver %127s", word) == 1)
@@ -576,6 +603,68 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(void *h, unsigned int li
 }
 
 #ifndef FAKE_OLD_DRIVER
+typedef struct {
+    unsigned char clusterUuid[16];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    unsigned char state;
+} nvmlGpuFabricInfo_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned char clusterUuid[16];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    unsigned char state;
+    unsigned int healthMask;
+} nvmlGpuFabricInfo_v2_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned char clusterUuid[16];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    unsigned char state;
+    unsigned int healthMask;
+    unsigned char healthSummary;
+} nvmlGpuFabricInfo_v3_t;
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(void *h, nvmlGpuFabricInfo_t *info)
+{
+    ENTER(h, "nvmlDeviceGetGpuFabricInfo");
+    const fake_gpu *g = GPU_OF(h);
+    if (!g->has_fabric)
+        return E_NOT_SUPPORTED;
+    memcpy(info->clusterUuid, g->fabric_uuid, 16);
+    info->status = g->fabric_status;
+    info->cliqueId = g->fabric_clique;
+    info->state = (unsigned char)g->fabric_state;
+    return OK;
+}
+
+/* The version tag is checked as NVML checks it: size and version both, and only versions
+ * up to fabric_version are known. */
+EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(void *h, nvmlGpuFabricInfo_v3_t *info)
+{
+    ENTER(h, "nvmlDeviceGetGpuFabricInfoV");
+    const fake_gpu *g = GPU_OF(h);
+    const unsigned int v2 = (unsigned int)(sizeof(nvmlGpuFabricInfo_v2_t) | 2u << 24);
+    const unsigned int v3 = (unsigned int)(sizeof(nvmlGpuFabricInfo_v3_t) | 3u << 24);
+    if (!((info->version == v3 && fabric_version >= 3) ||
+          (info->version == v2 && fabric_version >= 2)))
+        return E_VERSION_MISMATCH;
+    if (!g->has_fabric)
+        return E_NOT_SUPPORTED;
+    memcpy(info->clusterUuid, g->fabric_uuid, 16);
+    info->status = g->fabric_status;
+    info->cliqueId = g->fabric_clique;
+    info->state = (unsigned char)g->fabric_state;
+    info->healthMask = g->fabric_health;
+    if (info->version == v3)
+        info->healthSummary = 0;
+    return OK;
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(void *h, nvmlMemory_v2_t *mem)
 {
     ENTER(h, "nvmlDeviceGetMemoryInfo");
