@@ -42,11 +42,15 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 
 def _imports(module: str, path: Path, *, type_checking: bool = False) -> set[str]:
-    """The package modules ``module`` imports; TYPE_CHECKING blocks only if asked."""
+    """The package modules ``module`` imports when it loads; TYPE_CHECKING blocks only if
+    asked. An import inside a function runs after every module has loaded, so it is no
+    import-time cycle (``Plan._repr_html_`` imports the renderers that build on it)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     targets: set[str] = set()
 
     def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            return
         if isinstance(node, ast.If) and _is_type_checking(node.test) and not type_checking:
             for child in node.orelse:
                 visit(child)
@@ -115,3 +119,14 @@ def test_the_message_helpers_import_only_leaves() -> None:
     leaves = {f"{PACKAGE}._limits", f"{PACKAGE}._shown"}
     for module in ("_shown", "_tokens"):
         assert _imports(f"{PACKAGE}.{module}", MODULES[f"{PACKAGE}.{module}"]) <= leaves
+
+
+def test_importing_the_package_imports_no_renderer() -> None:
+    # No import for a side effect: a plan draws itself in a notebook on demand.
+    code = (
+        "import sys, placement_core; "
+        "loaded = sorted(m for m in sys.modules if m.startswith('placement_core.render')); "
+        "sys.exit(f'imported: {loaded}' if loaded else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 
-from . import render as _render  # noqa: F401  (registers the plan's notebook picture)
 from ._assignments import plan_from_assignments
 from ._nvlink import order_by_nvlink_domain
 from ._plan import NodeOccupancy, Occupancy, Plan, plan

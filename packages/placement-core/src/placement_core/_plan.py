@@ -24,7 +24,7 @@ together in ``plan(..., colocate=[("actor", "rollout")])``.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from types import MappingProxyType
@@ -56,20 +56,6 @@ Occupant = tuple[str, int]
 """``(component, rank)`` of a process."""
 
 _NODE_FACTOR = 1 << 24
-
-# The renderers build on this module, so they register the notebook picture here rather
-# than being imported by it (the package has no import cycle).
-_notebook_view: Callable[[Plan], str] | None = None
-
-
-def set_notebook_view(view: Callable[[Plan], str]) -> None:
-    """Draw plans in notebooks with ``view`` (what ``Plan._repr_html_`` returns).
-
-    ``placement_core.render`` registers its SVG picture when imported, and
-    ``import placement_core`` imports it.
-    """
-    global _notebook_view
-    _notebook_view = view
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,12 +246,12 @@ class Plan:
             ),
         )
 
-    def _repr_html_(self) -> str | None:
-        """The plan's picture in a notebook (Jupyter calls this); see :func:`set_notebook_view`.
+    def _repr_html_(self) -> str:
+        """The plan's picture in a notebook (Jupyter calls this)."""
+        # Imported here: the renderers build on this module.
+        from .render.html import notebook_html
 
-        None (the notebook falls back to ``repr``) while no view is registered.
-        """
-        return None if _notebook_view is None else _notebook_view(self)
+        return notebook_html(self)
 
     def occupancy(self) -> Occupancy:
         """Who sits on every accelerator, hardware device and node (computed once)."""

@@ -12,15 +12,11 @@
 
 from __future__ import annotations
 
-from placement_core._plan import set_notebook_view
-
-from .html import notebook_html, render_html
+from .html import render_html
 from .json import plan_to_dict, render_json, write_json
 from .map import render_map
 from .svg import render_svg
 from .table import render_table
-
-set_notebook_view(notebook_html)
 
 __all__ = [
     "plan_to_dict",
