@@ -347,20 +347,17 @@ def _write_bench_results(path: Path, runs: list[tuple[str, str]]) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-@nox.session(python=PYTHON)
+# The interpreter running nox, with its site-packages: the GPU machine's own torch is used.
+@nox.session(python=None, venv_params=["--system-site-packages"])
 def gpu(session: nox.Session) -> None:
-    """NVIDIA GPU machines: real-driver snapshot with both backends, beside nvidia-smi."""
-    session.install(NATIVE, env={"PLACEMENT_NATIVE_REQUIRE_EXTENSION": "1"})
+    """NVIDIA GPU machines only: benchmarks/gpu_check.py against the real driver.
+
+    Snapshot (both backends) beside nvidia-smi and its topology matrix, speed beside
+    nvidia-ml-py, visibility and busy detection seen by real CUDA processes (needs torch
+    in the interpreter running nox). Writes benchmarks/RESULTS-gpu.md.
+    """
+    session.install(CORE, NATIVE, env={"PLACEMENT_NATIVE_REQUIRE_EXTENSION": "1"})
     _require_native_extension(session)
-    session.run("nvidia-smi", "topo", "-m", external=True)
-    session.run("python", "-m", "placement_native", "topo")
-    session.run("python", "-m", "placement_native", "snapshot", "--strict")
-    session.run(
-        "python",
-        "-m",
-        "placement_native",
-        "snapshot",
-        "--json",
-        "--strict",
-        env={"PLACEMENT_NATIVE_PUREPYTHON": "1"},
-    )
+    out = ROOT / "build" / "gpu"
+    session.run("python", "benchmarks/gpu_check.py", "--out", str(out))
+    shutil.copy(out / "RESULTS-gpu.md", ROOT / "benchmarks" / "RESULTS-gpu.md")
