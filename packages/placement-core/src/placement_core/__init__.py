@@ -19,6 +19,13 @@ from ._assignments import plan_from_assignments
 from ._plan import NodeOccupancy, Occupancy, Plan, plan
 from ._sharing import shared_ranks
 from ._version import __version__
+from .accelerators import (
+    RAY_RESOURCES,
+    AcceleratorKind,
+    ray_resource,
+    register_accelerator,
+    registered_accelerators,
+)
 from .busy import BusyAccelerator, busy_accelerators
 from .config import (
     AcceleratorSpec,
@@ -70,9 +77,11 @@ __all__ = [
     "CPU_AFFINITY_ENV",
     "HARDWARE_CONFIG_ENV",
     "HARDWARE_TYPE_ENV",
+    "RAY_RESOURCES",
     "RESERVED_ENV_VARS",
     "VISIBILITY_ENV_VARS",
     "Accelerator",
+    "AcceleratorKind",
     "AcceleratorProcess",
     "AcceleratorSpec",
     "BusyAccelerator",
@@ -120,6 +129,9 @@ __all__ = [
     "plan",
     "plan_from_assignments",
     "plan_model_parallel",
+    "ray_resource",
+    "register_accelerator",
+    "registered_accelerators",
     "register_hardware",
     "registered_hardware",
     "shared_ranks",

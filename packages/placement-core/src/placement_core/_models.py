@@ -46,7 +46,7 @@ from ._fields import (
 )
 from ._problems import Issues, did_you_mean, issue, issues_from
 from ._scalars import is_int
-from ._vocab import RESERVED_LABELS, RLINF_CLUSTER_KEYS, AcceleratorType, TopologyMode
+from ._vocab import RESERVED_LABELS, RLINF_CLUSTER_KEYS, AcceleratorName, TopologyMode
 from .errors import PlacementRuleError
 from .hardware import HardwareConfig, hardware_model, registered_hardware
 from .inventory import MAX_ACCELERATORS_PER_NODE, MAX_NODES
@@ -231,7 +231,7 @@ class NodeGroup(_Model):
 class AcceleratorSpec(_Model):
     """The accelerators of each node of an inventory entry."""
 
-    type: AcceleratorType = "nvidia"
+    type: AcceleratorName = "nvidia"
     model: str | None = None
     count: Annotated[int, Field(strict=True, ge=0, le=MAX_ACCELERATORS_PER_NODE)]
 

@@ -48,7 +48,7 @@ from ._limits import MAX_ACCELERATOR_INDEX, MAX_ACCELERATORS_PER_NODE, MAX_SNAPS
 from ._problems import problems_from_validation_error
 from ._scalars import is_int
 from ._shown import shown
-from ._vocab import AcceleratorType
+from ._vocab import AcceleratorName
 from .config import ClusterConfig
 from .errors import InventoryError, PlacementError
 from .inventory import Accelerator, AcceleratorProcess, HardwareDevice, Inventory, Node
@@ -87,7 +87,7 @@ class _SnapshotProcess(_Lenient):
 
 class _SnapshotAccelerator(_Lenient):
     index: _Index
-    type: AcceleratorType
+    type: AcceleratorName
     model: str | None = None
     uuid: str | None = None
     pci_bus_id: str | None = None
