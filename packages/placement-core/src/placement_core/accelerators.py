@@ -108,9 +108,7 @@ def _problems(
     problems = []
     if not isinstance(ray_resource, str) or not _RESOURCE_NAME.match(ray_resource):
         problems.append(Problem(where, "ray_resource: expected a Ray resource name", ray_resource))
-    elif ray_resource in _NOT_ACCELERATOR_RESOURCES or ray_resource.startswith(
-        "accelerator_type:"
-    ):
+    elif ray_resource in _NOT_ACCELERATOR_RESOURCES or ray_resource.startswith("accelerator_type:"):
         problems.append(
             Problem(where, "ray_resource: Ray's own resource, not an accelerator's", ray_resource)
         )
@@ -157,7 +155,8 @@ def register_accelerator(
     if not isinstance(noset, tuple):
         raise ConfigError([Problem(where, "noset_env_vars: expected a tuple of names", noset)])
     problems = _problems(where, ray_resource, env_var, noset)
-    if not isinstance(prefix, str):
+    shown: object = prefix  # a caller without type checks may pass anything
+    if not isinstance(shown, str):
         problems.append(Problem(where, "prefix: expected a string", prefix))
     if name in _RAY_RESOURCES and not replace:
         problems.append(Problem(where, "already registered; pass replace=True to redefine it"))

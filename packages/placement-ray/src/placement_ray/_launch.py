@@ -45,7 +45,9 @@ from placement_core.env import (
     visibility_env,
 )
 from placement_core.records import Placement
+from placement_core.sources import inventory_for
 
+from ._accelerators import check_live_types, node_resource
 from ._allocate import Worker, check_interpreters
 from ._cluster import Cluster
 from ._colocation import (
@@ -99,7 +101,11 @@ def _live_plan(
     colocate: Iterable[Iterable[str]],
 ) -> Plan:
     if not isinstance(source, Plan):
-        return plan(source, cluster.inventory, colocate=colocate)
+        live = plan(source, cluster.inventory, colocate=colocate)
+        if live.config.inventory:  # the config declares its nodes' accelerators
+            check_live_types(inventory_for(live.config), cluster.inventory, _used_nodes(live))
+        return live
+    check_live_types(source.inventory, cluster.inventory, _used_nodes(source))
     live_ids = [n.node_id for n in cluster.nodes]
     if [n.node_id for n in source.inventory.nodes] == live_ids:
         return source
@@ -126,6 +132,16 @@ def _live_plan(
                 f"processes on this cluster, {len(placements)} in the plan"
             )
     return live
+
+
+def _used_nodes(the_plan: Plan) -> set[int]:
+    """Node ranks where the plan places processes on accelerators."""
+    return {
+        p.node_rank
+        for placements in the_plan.components.values()
+        for p in placements
+        if p.accelerator_type is not None
+    }
 
 
 def _per_component(
@@ -260,12 +276,14 @@ def _reserve(
     per_node: dict[int, int] = defaultdict(int)
     for node, _ in keys:
         per_node[node] += 1
-    bundle = {"GPU": 1.0, "CPU": float(cpus_per_bundle)} if cpus_per_bundle else {"GPU": 1.0}
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     groups: dict[int, OrderedPlacementGroup] = {}
     try:
         for node, count in sorted(per_node.items()):
             left = None if deadline is None else max(deadline - time.monotonic(), 1.0)
+            bundle = {node_resource(cluster.node(node)): 1.0}
+            if cpus_per_bundle:
+                bundle["CPU"] = float(cpus_per_bundle)
             groups[node] = create_placement_group(
                 cluster, [bundle] * count, pin_to=[node] * count, timeout_s=left, name=""
             )

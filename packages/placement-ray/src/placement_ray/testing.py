@@ -30,14 +30,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import ray
 
-from placement_core.accelerators import RAY_RESOURCES, registered_accelerators, ray_resource
+from placement_core.accelerators import RAY_RESOURCES, ray_resource, registered_accelerators
 from placement_ray import ArgumentError, Cluster, ClusterError
 
 from ._discovery import ACCELERATOR_TYPE_LABEL
@@ -131,10 +131,10 @@ class ClusterSpec:
     def _per_node_fields(self) -> None:
         """Check the fields that take one value or one per node; keep lists as tuples."""
         kinds = ", ".join(registered_accelerators())
-        checks = (
-            ("gpus_per_node", lambda v: v is None or _count(v), "an int >= 0"),
-            ("accelerator", lambda v: v is None or v in RAY_RESOURCES, f"None or one of {kinds}"),
-            ("accelerator_model", lambda v: v is None or _name(v), "None or a non-empty name"),
+        checks: tuple[tuple[str, Callable[[object], bool], str], ...] = (
+            ("gpus_per_node", _count, "an int >= 0"),
+            ("accelerator", _kind, f"None or one of {kinds}"),
+            ("accelerator_model", _name, "None or a non-empty name"),
         )
         for name, ok, expected in checks:
             value = getattr(self, name)
@@ -165,11 +165,15 @@ class ClusterSpec:
 
 
 def _count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+
+
+def _kind(value: object) -> bool:
+    return value is None or (isinstance(value, str) and value in RAY_RESOURCES)
 
 
 def _name(value: object) -> bool:
-    return isinstance(value, str) and bool(value.strip())
+    return value is None or (isinstance(value, str) and bool(value.strip()))
 
 
 @dataclass
