@@ -17,7 +17,7 @@ from typing import Any
 from placement_core.accelerators import VISIBILITY_ENV_VARS, ray_resource
 from placement_core.inventory import Inventory, Node
 
-from .errors import AcceleratorMismatchError
+from .errors import AcceleratorMismatchError, ArgumentError
 
 __all__ = [
     "GPU",
@@ -26,7 +26,9 @@ __all__ = [
     "managed_by_ray",
     "node_resource",
     "other_visibility_vars",
+    "refuse_fractions",
     "share_options",
+    "whole_only",
 ]
 
 GPU = "GPU"
@@ -70,6 +72,38 @@ def _ray_managed() -> frozenset[str]:
 def managed_by_ray(resource: str) -> bool:
     """Whether Ray assigns device ids for ``resource`` (``GPU``, ``NPU``, ``HPU``, ...)."""
     return resource in _ray_managed()
+
+
+def whole_only(resource: str) -> bool:
+    """Whether Ray refuses fractions of ``resource`` (Gaudi's ``HPU`` is whole-only)."""
+    from ray._private.accelerators import get_accelerator_manager_for_resource
+
+    manager = get_accelerator_manager_for_resource(resource)
+    if manager is None:
+        return False
+    fine, _ = manager.validate_resource_request_quantity(0.5)
+    return not fine
+
+
+def refuse_fractions(shares: Iterable[tuple[str, Node, float]]) -> None:
+    """Refuse fractional shares of devices Ray hands out only whole.
+
+    Args:
+        shares: ``(worker name, its node, its share)`` per worker on accelerators.
+
+    Raises:
+        ArgumentError: naming every such worker, its node, the resource and its share.
+    """
+    wrong = [
+        f"{who} on node {node.rank}: {share:g} {resource}"
+        for who, node, share in shares
+        if share < 1 and whole_only(resource := node_resource(node))
+    ]
+    if wrong:
+        raise ArgumentError(
+            "gpu_share: Ray hands these accelerators out only whole, so they cannot be "
+            f"shared: {'; '.join(wrong)}; give each worker its own devices (share 1)"
+        )
 
 
 def check_live_types(

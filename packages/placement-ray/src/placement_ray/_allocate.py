@@ -33,7 +33,12 @@ from ray.util.scheduling_strategies import (
 
 from placement_core.env import visibility_env
 
-from ._accelerators import node_resource, other_visibility_vars, share_options
+from ._accelerators import (
+    node_resource,
+    other_visibility_vars,
+    refuse_fractions,
+    share_options,
+)
 from ._colocation import ledger, validate_share
 from ._rayapi import alive_nodes
 from ._text import clean, strip_ansi
@@ -227,6 +232,7 @@ def allocate(
     if bundle is not None:
         pg, index = bundle
         share = validate_share("gpu_share", 1.0 if gpu_share is None else gpu_share)
+        refuse_fractions([(name, node, share)])
         for key, value in share_options(node_resource(node), share).items():
             ray_options[key] = (
                 {**ray_options.get(key, {}), **value} if key == "resources" else value

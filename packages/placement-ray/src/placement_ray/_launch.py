@@ -47,7 +47,7 @@ from placement_core.env import (
 from placement_core.records import Placement
 from placement_core.sources import inventory_for
 
-from ._accelerators import check_live_types, node_resource
+from ._accelerators import check_live_types, node_resource, refuse_fractions
 from ._allocate import Worker, check_interpreters
 from ._cluster import Cluster
 from ._colocation import (
@@ -572,6 +572,9 @@ def launch(
         logger.warning("%s", warning)
     check_shares(
         GpuShare(w.name, node, gpu, w.share) for w in pending for node, gpu in _gpus(w.placement)
+    )
+    refuse_fractions(
+        (w.name, cluster.node(w.placement.node_rank), w.share) for w in pending if w.kind == "gpu"
     )
     interpreters = {
         (w.placement.node_rank, path)

@@ -29,7 +29,13 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from placement_core.inventory import Node
 
-from ._accelerators import accelerator_amount, managed_by_ray, node_resource, share_options
+from ._accelerators import (
+    accelerator_amount,
+    managed_by_ray,
+    node_resource,
+    share_options,
+    whole_only,
+)
 from ._feasibility import check_feasible, format_resources, validate_bundles
 from ._node_order import NODE_RANK_LABEL
 from ._rayapi import alive_nodes, available_per_node, schedulable_resources, shown_resources
@@ -437,7 +443,7 @@ def probe_bundle_gpus(
         index = queues[node_id].pop(0)
         resource = node_resource(cluster.node(cluster.rank_of(node_id)))
         amount = accelerator_amount(specs[index], resource)
-        request = amount if amount > 1 else 0.0001
+        request = amount if amount > 1 or whole_only(resource) else 0.0001
         ref = _probe_task.options(
             **share_options(resource, request),
             scheduling_strategy=PlacementGroupSchedulingStrategy(
