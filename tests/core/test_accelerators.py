@@ -162,3 +162,21 @@ def test_registering_then_unregistering_leaves_the_table_as_it_was(
     assert ray_resource(name) == resource
     unregister_accelerator(name)
     assert dict(RAY_RESOURCES) == before
+
+
+def test_a_snapshot_without_accelerators_leaves_them_to_the_inventory_entry() -> None:
+    config = load_config(
+        {
+            "cluster": {
+                "num_nodes": 1,
+                "component_placement": {"actor": "0-7"},
+                "inventory": [{"node_ranks": 0, "accelerators": {"type": "ascend", "count": 8}}],
+            }
+        }
+    )
+    snapshot = {"schema": 1, "hostname": "npu-0", "node_rank": 0, "cpus": 192}
+    (node,) = inventory_for(
+        config, snapshots=[{**snapshot, "accelerators": [], "nvml_error": "no NVML"}]
+    ).nodes
+    assert (node.hostname, node.cpus, node.accelerator_type) == ("npu-0", 192, "ascend")
+    assert len(node.accelerators) == 8

@@ -407,7 +407,9 @@ def inventory_for(
     See docs/concepts/cluster-config.md#where-the-inventory-comes-from.
 
     Each node takes its accelerators from the first source that describes it: its
-    snapshot, then the ``inventory:`` entry listing it, then ``accelerators_per_node``;
+    snapshot (when it lists any: a snapshot sees NVML devices only, so an Ascend or Gaudi
+    node's lists none), then the ``inventory:`` entry listing it, then
+    ``accelerators_per_node``;
     a node no source describes has none. When snapshots are given, a node that has none
     and that no other source describes is an error (a forgotten snapshot would otherwise
     plan as a node without accelerators), unless ``allow_missing_snapshots``. Hardware
@@ -451,6 +453,9 @@ def inventory_for(
             node = Node(
                 rank=rank, node_id=f"node-{rank}", accelerators=from_config.get(rank, fallback)
             )
+        elif not node.accelerators and rank in from_config:
+            # A snapshot sees NVML devices only: an Ascend or Gaudi node's lists none.
+            node = dataclasses.replace(node, accelerators=from_config[rank], links=())
         nodes.append(node)
     return Inventory(tuple(nodes))
 
