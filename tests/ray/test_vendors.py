@@ -9,6 +9,7 @@ inside: its environment and Ray's accelerator ids.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -28,7 +29,7 @@ from placement_ray import (
 )
 from placement_ray._launch import Launch
 from placement_ray.compat.slime import create_placement_groups as slime_create
-from placement_ray.testing import SimulatedCluster
+from placement_ray.testing import ClusterSpec, SimulatedCluster
 
 VENDORS = ("nvidia", "ascend", "gaudi", "amd", "intel", None)
 MIXED: dict[str, Any] = {
@@ -231,3 +232,52 @@ def test_slimes_args_naming_the_npu_device_reserve_npus(placement_cluster: Clust
     pg, _, gpu_ids = pgs["actor"]
     assert [dict(b)["NPU"] for b in placement_group_table(pg)["bundles"].values()] == [1.0, 1.0]
     assert gpu_ids == [0, 1]
+
+
+def test_simulated_nodes_offer_their_vendors_resource_and_type(mixed: SimulatedCluster) -> None:
+    mixed.connect()
+    by_rank = {int(n["Labels"]["node-rank"]): n for n in ray.nodes() if n["Alive"]}
+    offered = {
+        rank: {k for k in ("GPU", "NPU", "HPU") if node["Resources"].get(k)}
+        for rank, node in by_rank.items()
+    }
+    assert offered == {0: {"GPU"}, 1: {"NPU"}, 2: {"HPU"}, 3: {"GPU"}, 4: {"GPU"}, 5: set()}
+    assert by_rank[1]["Labels"]["ray.io/accelerator-type"] == "Ascend910B"
+    assert by_rank[3]["Resources"]["accelerator_type:AMD-Instinct-MI300X-OAM"] == 1
+
+
+def test_rays_npu_detection_is_kept_quiet_while_simulated_nodes_start(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from ray._private.accelerators import NPUAcceleratorManager
+
+    from placement_ray.testing import _quiet_detection
+
+    with caplog.at_level(logging.ERROR), _quiet_detection():
+        NPUAcceleratorManager.get_current_node_accelerator_type()
+    assert [r for r in caplog.records if "NPU" in r.getMessage()] == []
+    with caplog.at_level(logging.ERROR):  # what a simulated Ascend node would print
+        NPUAcceleratorManager.get_current_node_accelerator_type()
+    assert any("Failed to detect NPU type" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"accelerator": "tpu"}, r"accelerator: expected None or one of amd, ascend"),
+        ({"accelerator": ("nvidia",)}, r"accelerator: expected one value or a list of 2"),
+        ({"gpus_per_node": (4, -1)}, r"gpus_per_node\[1\]: expected an int >= 0, got -1"),
+        ({"accelerator_model": ""}, r"accelerator_model: expected None or a non-empty name"),
+    ],
+)
+def test_a_bad_vendor_field_of_a_cluster_spec_names_it(
+    fields: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ArgumentError, match=message):
+        ClusterSpec(nodes=2, **fields)
+
+
+def test_a_cluster_spec_keeps_per_node_lists_as_tuples() -> None:
+    spec = ClusterSpec(nodes=2, accelerator=["ascend", None], gpus_per_node=[8, 0])
+    assert (spec.accelerator, spec.gpus_per_node) == (("ascend", None), (8, 0))
+    assert spec.per_node("accelerator", 1) is None
