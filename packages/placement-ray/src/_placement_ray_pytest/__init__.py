@@ -7,7 +7,8 @@ Ray, and Ray reads the variable once, at import). An explicit value set by the u
 The cluster's shape, nearest first: ``@pytest.mark.placement_cluster(nodes=..., ...)`` on the
 test, its class or module (``pytestmark``); the ini options ``placement_cluster_nodes``,
 ``placement_cluster_gpus_per_node``, ``placement_cluster_cpus_per_node``,
-``placement_cluster_topology``, ``placement_cluster_accelerator``; the defaults of ``placement_ray.testing.ClusterSpec``.
+``placement_cluster_topology``, ``placement_cluster_accelerator``; the defaults of
+``placement_ray.testing.ClusterSpec``.
 One cluster runs at a time: tests asking for the same shape share it; another shape
 replaces it. So that each shape starts once, tests are grouped by the shape their
 ``placement_cluster`` asks for (in order of first appearance; tests without the fixture

@@ -27,6 +27,7 @@ __all__ = [
     "node_resource",
     "other_visibility_vars",
     "refuse_fractions",
+    "request_share",
     "share_options",
     "whole_only",
 ]
@@ -104,6 +105,22 @@ def refuse_fractions(shares: Iterable[tuple[str, Node, float]]) -> None:
             "gpu_share: Ray hands these accelerators out only whole, so they cannot be "
             f"shared: {'; '.join(wrong)}; give each worker its own devices (share 1)"
         )
+
+
+def request_share(options: dict[str, Any], node: Node, share: float, who: str) -> None:
+    """Add to Ray ``options`` a request for ``share`` of one of ``node``'s devices.
+
+    The request is spelled for the node's resource (``num_gpus``, or ``resources`` beside
+    any the class already asks for).
+
+    Raises:
+        ArgumentError: a fraction of a device Ray hands out only whole.
+    """
+    refuse_fractions([(who, node, share)])
+    asked = share_options(node_resource(node), share)
+    if "resources" in asked:
+        asked["resources"] = {**options.get("resources", {}), **asked["resources"]}
+    options.update(asked)
 
 
 def check_live_types(

@@ -33,12 +33,7 @@ from ray.util.scheduling_strategies import (
 
 from placement_core.env import visibility_env
 
-from ._accelerators import (
-    node_resource,
-    other_visibility_vars,
-    refuse_fractions,
-    share_options,
-)
+from ._accelerators import other_visibility_vars, request_share
 from ._colocation import ledger, validate_share
 from ._rayapi import alive_nodes
 from ._text import clean, strip_ansi
@@ -212,14 +207,12 @@ def allocate(
             f"{list(node.accelerator_ids)}; got {list(ids)}"
         )
     full_env = _check_env(env)
-    unset: tuple[str, ...] = ()
     if ids:
         wanted = visibility_env(node.accelerator_type, ids)
         clash = {k: full_env[k] for k in wanted if k in full_env and full_env[k] != wanted[k]}
         if clash:
             raise ArgumentError(f"env: {clash} contradicts accelerator_ids {list(ids)} ({wanted})")
         full_env.update(wanted)
-        unset = other_visibility_vars(wanted)
     if interpreter is not None and check_interpreter:
         check_interpreters(cluster, [(node_rank, interpreter)])
     ray_options: dict[str, Any] = {
@@ -232,11 +225,7 @@ def allocate(
     if bundle is not None:
         pg, index = bundle
         share = validate_share("gpu_share", 1.0 if gpu_share is None else gpu_share)
-        refuse_fractions([(name, node, share)])
-        for key, value in share_options(node_resource(node), share).items():
-            ray_options[key] = (
-                {**ray_options.get(key, {}), **value} if key == "resources" else value
-            )
+        request_share(ray_options, node, share, name)
         ray_options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
             placement_group=pg,
             placement_group_bundle_index=index,
@@ -263,7 +252,7 @@ def allocate(
         defer_init=defer_init,
         bind_cpus=bind_cpus,
         report_env=tuple(k for k in full_env if not k.startswith("RAY_")),
-        unset_env=unset,
+        unset_env=other_visibility_vars(full_env) if ids else (),
     )
     remote_cls = _remote_class(cls)
     try:

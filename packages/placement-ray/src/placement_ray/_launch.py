@@ -265,6 +265,9 @@ def _reserve(
     bundles, so a group holding them must be removed, which kills every worker in it.
     ``timeout_s`` bounds all the groups together.
     """
+    refuse_fractions(  # before any group exists
+        (w.name, cluster.node(w.placement.node_rank), w.share) for w in workers if w.kind == "gpu"
+    )
     keys = sorted(
         {
             (w.placement.node_rank, g)
@@ -572,9 +575,6 @@ def launch(
         logger.warning("%s", warning)
     check_shares(
         GpuShare(w.name, node, gpu, w.share) for w in pending for node, gpu in _gpus(w.placement)
-    )
-    refuse_fractions(
-        (w.name, cluster.node(w.placement.node_rank), w.share) for w in pending if w.kind == "gpu"
     )
     interpreters = {
         (w.placement.node_rank, path)
