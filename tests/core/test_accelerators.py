@@ -101,7 +101,7 @@ def test_a_registered_types_variable_is_reserved(cambricon: str) -> None:
 
 
 def test_an_unregistered_type_in_a_config_is_an_error_naming_the_registered_ones() -> None:
-    with pytest.raises(ConfigError, match=r"accelerators\.type.*registered types: amd"):
+    with pytest.raises(ConfigError, match=r"accelerators\.type.*registered types 'amd', 'ascend'"):
         load_config(
             {
                 "cluster": {

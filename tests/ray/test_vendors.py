@@ -18,7 +18,7 @@ import pytest
 import ray
 from ray.util.placement_group import placement_group_table
 
-from placement_core import Inventory, plan
+from placement_core import Accelerator, Inventory, Node, plan
 from placement_core.accelerators import VISIBILITY_ENV_VARS
 from placement_ray import (
     AcceleratorMismatchError,
@@ -26,6 +26,12 @@ from placement_ray import (
     Cluster,
     create_placement_groups,
     launch,
+)
+from placement_ray._accelerators import (
+    check_live_types,
+    managed_by_ray,
+    share_options,
+    whole_only,
 )
 from placement_ray._launch import Launch
 from placement_ray.compat.slime import create_placement_groups as slime_create
@@ -281,3 +287,34 @@ def test_a_cluster_spec_keeps_per_node_lists_as_tuples() -> None:
     spec = ClusterSpec(nodes=2, accelerator=["ascend", None], gpus_per_node=[8, 0])
     assert (spec.accelerator, spec.gpus_per_node) == (("ascend", None), (8, 0))
     assert spec.per_node("accelerator", 1) is None
+
+
+@pytest.mark.parametrize(
+    ("resource", "options"),
+    [
+        ("GPU", {"num_gpus": 0.5}),
+        ("NPU", {"num_gpus": 0, "resources": {"NPU": 0.5}}),
+        ("MUSA", {"num_gpus": 0, "resources": {"MUSA": 0.5}}),
+    ],
+)
+def test_a_share_is_spelled_for_its_resource(resource: str, options: dict[str, Any]) -> None:
+    assert share_options(resource, 0.5) == options
+
+
+def test_ray_keeps_ids_for_its_own_accelerators_only() -> None:
+    assert [managed_by_ray(r) for r in ("GPU", "NPU", "HPU", "MUSA")] == [True] * 3 + [False]
+    assert [whole_only(r) for r in ("GPU", "NPU", "HPU")] == [False, False, True]
+
+
+def test_a_live_type_check_names_every_wrong_node() -> None:
+    planned = Inventory.uniform(3, 2)
+    live = Inventory(
+        tuple(
+            Node(rank=r, node_id=f"n{r}", accelerators=tuple(Accelerator(i, kind) for i in (0, 1)))
+            for r, kind in enumerate(("nvidia", "ascend", "gaudi"))
+        )
+    )
+    with pytest.raises(AcceleratorMismatchError) as caught:
+        check_live_types(planned, live)
+    assert caught.value.mismatches == ((1, "nvidia", "ascend"), (2, "nvidia", "gaudi"))
+    check_live_types(planned, live, used=[0])  # only node 0 is used: it matches

@@ -123,8 +123,11 @@ def check_accelerator_type(value: str) -> str:
         ValueError: An unknown type (the message lists the registered ones).
     """
     if value not in _RAY_RESOURCES:
-        known = ", ".join(sorted(_RAY_RESOURCES))
-        raise ValueError(f"unknown accelerator type; registered types: {known}")
+        known = ", ".join(repr(name) for name in sorted(_RAY_RESOURCES))
+        raise ValueError(
+            f"unknown accelerator type; expected one of the registered types {known} "
+            "(placement_core.register_accelerator adds one)"
+        )
     return value
 
 

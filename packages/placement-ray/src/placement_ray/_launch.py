@@ -47,7 +47,7 @@ from placement_core.env import (
 from placement_core.records import Placement
 from placement_core.sources import inventory_for
 
-from ._accelerators import check_live_types, node_resource, refuse_fractions
+from ._accelerators import check_live_types, managed_by_ray, node_resource, refuse_fractions
 from ._allocate import Worker, check_interpreters
 from ._cluster import Cluster
 from ._colocation import (
@@ -473,7 +473,8 @@ def _compare(worker: Worker, report: Mapping[str, Any], group: WorkerGroup) -> l
             expected = str(group.master_port)
         if expected is not None and env.get(key) != expected:
             out.append(f"{who}: {key}={env.get(key)!r}, expected {expected!r}")
-    if worker.bundle_index is not None and worker.gpu_ids:
+    resource = node_resource(group.cluster.node(worker.node_rank))
+    if worker.bundle_index is not None and worker.gpu_ids and managed_by_ray(resource):
         ray_ids = tuple(report.get("ray_gpu_ids", ()))
         if ray_ids != (worker.gpu_ids[0],):
             out.append(
