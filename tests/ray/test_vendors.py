@@ -318,3 +318,8 @@ def test_a_live_type_check_names_every_wrong_node() -> None:
         check_live_types(planned, live)
     assert caught.value.mismatches == ((1, "nvidia", "ascend"), (2, "nvidia", "gaudi"))
     check_live_types(planned, live, used=[0])  # only node 0 is used: it matches
+
+
+def test_a_fake_nvml_machine_needs_an_nvidia_node() -> None:
+    with pytest.raises(ArgumentError, match="topology: node 1 has a fake NVML machine but"):
+        ClusterSpec(nodes=2, topology="dgx-h100", accelerator=("nvidia", "ascend"))

@@ -127,6 +127,13 @@ class ClusterSpec:
             raise ArgumentError(f"timeout_s: expected seconds > 0, got {self.timeout_s!r}")
         if not self.timeout_s > 0:
             raise ArgumentError(f"timeout_s: expected seconds > 0, got {self.timeout_s!r}")
+        for rank, machine in enumerate(self.machines()):
+            kind = self.per_node("accelerator", rank)
+            if machine is not None and kind != "nvidia":
+                raise ArgumentError(
+                    f"topology: node {rank} has a fake NVML machine but accelerator {kind!r}; "
+                    "NVML describes NVIDIA GPUs only (give that node topology None)"
+                )
 
     def _per_node_fields(self) -> None:
         """Check the fields that take one value or one per node; keep lists as tuples."""
