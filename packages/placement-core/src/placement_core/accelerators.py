@@ -74,8 +74,8 @@ def registered_accelerators() -> tuple[str, ...]:
 
 def accelerator_kind(name: str) -> AcceleratorKind | None:
     """The registered facts of ``name`` (case-insensitive), or None when it is unknown."""
-    key = name.lower() if isinstance(name, str) else name
-    if key not in _RAY_RESOURCES:
+    key = name.lower() if isinstance(name, str) else None
+    if key is None or key not in _RAY_RESOURCES:
         return None
     return AcceleratorKind(key, _RAY_RESOURCES[key], _VISIBILITY[key])
 
