@@ -89,7 +89,7 @@ def mixed(placement_cluster_factory: Any) -> SimulatedCluster:
     return simulated
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="class")
 def launched(mixed: SimulatedCluster) -> Iterator[Launch]:
     before = mixed.baseline()
     result = launch(mixed_config(), dict.fromkeys(COMPONENTS, Seer), mixed.view(), timeout_s=180)
@@ -110,66 +110,72 @@ def test_every_node_is_typed_by_its_vendor(mixed: SimulatedCluster) -> None:
     assert nodes[1].accelerators[0].model == "Ascend910B"
 
 
-def test_the_mixed_job_runs_as_planned(launched: Launch) -> None:
-    assert launched.verify() == []
-    assert [len(launched[c]) for c in COMPONENTS] == [2, 2, 2, 1, 2, 2, 2]
+class TestTheMixedJob:
+    """One launch of NVIDIA, Ascend, Gaudi, AMD and Intel workers and CPU-only agents;
+    its devices are free again for the tests after the class."""
 
+    def test_the_mixed_job_runs_as_planned(self, launched: Launch) -> None:
+        assert launched.verify() == []
+        assert [len(launched[c]) for c in COMPONENTS] == [2, 2, 2, 1, 2, 2, 2]
 
-@pytest.mark.parametrize(
-    ("component", "variable", "resource", "values"),
-    [
-        ("actor", "CUDA_VISIBLE_DEVICES", "GPU", ["0", "1"]),
-        ("rollout", "ASCEND_RT_VISIBLE_DEVICES", "NPU", ["0", "1"]),
-        ("amd", "HIP_VISIBLE_DEVICES", "GPU", ["0", "1"]),
-        ("intel", "ONEAPI_DEVICE_SELECTOR", "GPU", ["level_zero:0", "level_zero:1"]),
-    ],
-)
-def test_each_worker_sees_its_device_through_its_vendors_variable(
-    launched: Launch, component: str, variable: str, resource: str, values: list[str]
-) -> None:
-    reports = seen(launched, component)
-    assert [r["env"][variable] for r in reports] == values
-    assert [r["ids"] for r in reports] == [{resource: [v[-1]]} for v in values]
-    noset = VISIBILITY_ENV_VARS[launched.plan.components[component][0].accelerator_type or ""]
-    assert all(r["env"][name] == "1" for r in reports for name in noset.noset_env_vars)
-
-
-@pytest.mark.parametrize("component", ["actor", "rollout", "ref", "engine", "amd", "intel"])
-def test_no_worker_has_another_vendors_variable(launched: Launch, component: str) -> None:
-    kind = launched.plan.components[component][0].accelerator_type or ""
-    own = VISIBILITY_ENV_VARS[kind].env_var
-    for report in seen(launched, component):
-        assert sorted(k for k in report["env"] if k in VISIBILITY) == [own]
-
-
-def test_a_gaudi_engine_over_two_hpus_sees_both_and_holds_the_first(launched: Launch) -> None:
-    (report,) = seen(launched, "engine")
-    assert report["env"]["HABANA_VISIBLE_MODULES"] == "0,1"
-    assert report["ids"] == {"HPU": ["0"]}
-    assert launched["engine"].workers[0].gpu_ids == (0, 1)
-
-
-def test_rollout_and_ref_share_each_npu_half_and_half(launched: Launch) -> None:
-    rollout, ref = seen(launched, "rollout"), seen(launched, "ref")
-    assert (
-        [r["ids"] for r in rollout] == [r["ids"] for r in ref] == [{"NPU": ["0"]}, {"NPU": ["1"]}]
+    @pytest.mark.parametrize(
+        ("component", "variable", "resource", "values"),
+        [
+            ("actor", "CUDA_VISIBLE_DEVICES", "GPU", ["0", "1"]),
+            ("rollout", "ASCEND_RT_VISIBLE_DEVICES", "NPU", ["0", "1"]),
+            ("amd", "HIP_VISIBLE_DEVICES", "GPU", ["0", "1"]),
+            ("intel", "ONEAPI_DEVICE_SELECTOR", "GPU", ["level_zero:0", "level_zero:1"]),
+        ],
     )
-    assert [w.gpu_share for w in launched["rollout"].workers] == [0.5, 0.5]
-    assert [w.gpu_share for w in launched["ref"].workers] == [0.5, 0.5]
+    def test_each_worker_sees_its_device_through_its_vendors_variable(
+        self, launched: Launch, component: str, variable: str, resource: str, values: list[str]
+    ) -> None:
+        reports = seen(launched, component)
+        assert [r["env"][variable] for r in reports] == values
+        assert [r["ids"] for r in reports] == [{resource: [v[-1]]} for v in values]
+        noset = VISIBILITY_ENV_VARS[launched.plan.components[component][0].accelerator_type or ""]
+        assert all(r["env"][name] == "1" for r in reports for name in noset.noset_env_vars)
 
+    @pytest.mark.parametrize("component", ["actor", "rollout", "ref", "engine", "amd", "intel"])
+    def test_no_worker_has_another_vendors_variable(self, launched: Launch, component: str) -> None:
+        kind = launched.plan.components[component][0].accelerator_type or ""
+        own = VISIBILITY_ENV_VARS[kind].env_var
+        for report in seen(launched, component):
+            assert sorted(k for k in report["env"] if k in VISIBILITY) == [own]
 
-def test_cpu_only_agents_see_no_device_and_no_visibility_variable(launched: Launch) -> None:
-    for report in seen(launched, "agent"):
-        assert report["ids"] == {}
-        assert [k for k in report["env"] if k in VISIBILITY] == []
+    def test_a_gaudi_engine_over_two_hpus_sees_both_and_holds_the_first(
+        self, launched: Launch
+    ) -> None:
+        (report,) = seen(launched, "engine")
+        assert report["env"]["HABANA_VISIBLE_MODULES"] == "0,1"
+        assert report["ids"] == {"HPU": ["0"]}
+        assert launched["engine"].workers[0].gpu_ids == (0, 1)
 
+    def test_rollout_and_ref_share_each_npu_half_and_half(self, launched: Launch) -> None:
+        rollout, ref = seen(launched, "rollout"), seen(launched, "ref")
+        assert (
+            [r["ids"] for r in rollout]
+            == [r["ids"] for r in ref]
+            == [{"NPU": ["0"]}, {"NPU": ["1"]}]
+        )
+        assert [w.gpu_share for w in launched["rollout"].workers] == [0.5, 0.5]
+        assert [w.gpu_share for w in launched["ref"].workers] == [0.5, 0.5]
 
-def test_each_nodes_devices_are_reserved_with_its_own_resource(launched: Launch) -> None:
-    asked = {
-        rank: {k for bundle in placement_group_table(group.pg)["bundles"].values() for k in bundle}
-        for rank, group in launched.placement_groups.items()
-    }
-    assert asked == {0: {"GPU"}, 1: {"NPU"}, 2: {"HPU"}, 3: {"GPU"}, 4: {"GPU"}}
+    def test_cpu_only_agents_see_no_device_and_no_visibility_variable(
+        self, launched: Launch
+    ) -> None:
+        for report in seen(launched, "agent"):
+            assert report["ids"] == {}
+            assert [k for k in report["env"] if k in VISIBILITY] == []
+
+    def test_each_nodes_devices_are_reserved_with_its_own_resource(self, launched: Launch) -> None:
+        asked = {
+            rank: {
+                k for bundle in placement_group_table(group.pg)["bundles"].values() for k in bundle
+            }
+            for rank, group in launched.placement_groups.items()
+        }
+        assert asked == {0: {"GPU"}, 1: {"NPU"}, 2: {"HPU"}, 3: {"GPU"}, 4: {"GPU"}}
 
 
 def test_a_plan_for_nvidia_on_the_ascend_node_is_refused_before_anything_is_reserved(
