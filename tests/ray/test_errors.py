@@ -44,6 +44,10 @@ CASES: list[tuple[errors.PlacementRayError, type[Exception]]] = [
         ValueError,
     ),
     (
+        errors.AcceleratorMismatchError("wrong vendor", mismatches=[(1, "nvidia", "ascend")]),
+        ValueError,
+    ),
+    (
         errors.PlacementGroupTimeoutError(
             "late", unplaced=[(1, {"GPU": 1.0})], nodes={"n0": {"rank": 0, "total": {"GPU": 4}}}
         ),

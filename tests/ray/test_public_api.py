@@ -70,7 +70,12 @@ def test_every_submodule_but_errors_demo_testing_and_compat_is_private() -> None
 def test_the_slime_drop_in_is_slimes_name_with_a_docstring() -> None:
     from placement_ray.compat import slime
 
-    assert slime.__all__ == ["SLIME_ARGS", "create_placement_groups", "slime_dict"]
+    assert slime.__all__ == [
+        "DEVICE_ACCELERATORS",
+        "SLIME_ARGS",
+        "create_placement_groups",
+        "slime_dict",
+    ]
     assert inspect.getdoc(slime.create_placement_groups)
 
 

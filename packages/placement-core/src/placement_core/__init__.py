@@ -21,6 +21,13 @@ from ._replan import Replan, replan
 from ._sharing import shared_ranks
 from ._spares import Move, Spares
 from ._version import __version__
+from .accelerators import (
+    RAY_RESOURCES,
+    AcceleratorKind,
+    ray_resource,
+    register_accelerator,
+    registered_accelerators,
+)
 from .busy import BusyAccelerator, busy_accelerators
 from .config import (
     AcceleratorSpec,
@@ -73,9 +80,11 @@ __all__ = [
     "CPU_AFFINITY_ENV",
     "HARDWARE_CONFIG_ENV",
     "HARDWARE_TYPE_ENV",
+    "RAY_RESOURCES",
     "RESERVED_ENV_VARS",
     "VISIBILITY_ENV_VARS",
     "Accelerator",
+    "AcceleratorKind",
     "AcceleratorProcess",
     "AcceleratorSpec",
     "BusyAccelerator",
@@ -130,7 +139,10 @@ __all__ = [
     "plan",
     "plan_from_assignments",
     "plan_model_parallel",
+    "ray_resource",
+    "register_accelerator",
     "register_hardware",
+    "registered_accelerators",
     "registered_hardware",
     "replan",
     "shared_ranks",

@@ -18,7 +18,7 @@ from ._problems import did_you_mean
 from ._rule_grammar import parse_rule
 from ._shown import shown
 from ._validate import Issue, Part
-from ._vocab import RESERVED_ENV_VARS, RESERVED_LABELS
+from ._vocab import RESERVED_LABELS, reserved_env_vars
 from .errors import PlacementError, PlacementSyntaxError
 from .hardware import HardwareConfig
 from .ranks import format_rank_list
@@ -249,8 +249,9 @@ def _check_environments(groups: Sequence[Part]) -> Iterable[Issue]:
 
 
 def _reserved_env_vars(where: str, env_vars: tuple[tuple[str, str], ...]) -> Iterable[Issue]:
+    reserved = reserved_env_vars()
     for v, (key, _) in enumerate(env_vars):
-        if key in RESERVED_ENV_VARS:
+        if key in reserved:
             yield (
                 f"{where}.env_vars[{v}]",
                 f"{key} is a reserved variable that env_vars may not set: placement sets it "

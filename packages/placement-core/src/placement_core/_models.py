@@ -49,7 +49,7 @@ from ._validate import Check, ConfigModel, Issue, Part
 from ._vocab import (
     RESERVED_LABELS,
     RLINF_CLUSTER_KEYS,
-    AcceleratorType,
+    AcceleratorName,
     NodeOrder,
     TopologyMode,
 )
@@ -250,7 +250,7 @@ class NodeGroup(_Model):
 class AcceleratorSpec(_Model):
     """The accelerators of each node of an inventory entry."""
 
-    type: AcceleratorType = "nvidia"
+    type: AcceleratorName = "nvidia"
     model: str | None = None
     count: Annotated[int, Field(strict=True, ge=0, le=MAX_ACCELERATORS_PER_NODE)]
 

@@ -12,6 +12,7 @@ from typing import Any
 from ._models import ClusterConfig, ComponentRule
 from ._vocab import RLINF_CLUSTER_KEYS
 from ._vocab import ROOT_KEY as ROOT
+from .accelerators import registered_accelerators
 from .hardware import hardware_model, registered_hardware
 
 __all__ = ["config_json_schema"]
@@ -54,6 +55,10 @@ def config_json_schema() -> dict[str, Any]:
         defs[group]["properties"]["type"] = {"enum": list(registered_hardware())}
         defs[group]["properties"]["configs"] = {"type": "array", "items": {"anyOf": refs}}
     defs.pop("HardwareConfig", None)
+    defs["AcceleratorSpec"]["properties"]["type"] = {
+        "enum": list(registered_accelerators()),
+        "default": "nvidia",
+    }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "placement cluster config",

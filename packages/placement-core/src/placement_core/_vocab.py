@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
+
+from pydantic import AfterValidator
 
 __all__ = [
     "ACCELERATOR_TYPES",
@@ -27,19 +29,23 @@ __all__ = [
     "HARDWARE_TYPE_ENV",
     "NODE_ORDERS",
     "RANK_ENV_VARS",
+    "RAY_RESOURCES",
     "RESERVED_ENV_VARS",
     "RESERVED_LABELS",
     "RLINF_CLUSTER_KEYS",
     "ROOT_KEY",
     "TOPOLOGY_MODES",
     "VISIBILITY_ENV_VARS",
+    "AcceleratorName",
     "AcceleratorType",
     "NodeOrder",
     "TopologyMode",
     "Visibility",
+    "check_accelerator_type",
+    "reserved_env_vars",
 ]
 
-#: The accelerator types a config may declare.
+#: The built-in accelerator types (``placement_core.accelerators`` registers more).
 AcceleratorType = Literal["nvidia", "amd", "ascend", "intel", "musa", "kunlun", "gaudi"]
 ACCELERATOR_TYPES: tuple[str, ...] = get_args(AcceleratorType)
 
@@ -80,32 +86,64 @@ class Visibility:
 
 _CUDA = Visibility("CUDA_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES",))
 
-#: Accelerator type -> how to set its visible devices.
-VISIBILITY_ENV_VARS: Mapping[str, Visibility] = MappingProxyType(
-    {
-        "nvidia": _CUDA,
-        "kunlun": _CUDA,
-        "amd": Visibility("HIP_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES",)),
-        "ascend": Visibility(
-            "ASCEND_RT_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",)
+# The registries behind the read-only views below; placement_core.accelerators adds to them.
+_VISIBILITY: dict[str, Visibility] = {
+    "nvidia": _CUDA,
+    "kunlun": _CUDA,
+    "amd": Visibility("HIP_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES",)),
+    "ascend": Visibility(
+        "ASCEND_RT_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",)
+    ),
+    "intel": Visibility(
+        "ONEAPI_DEVICE_SELECTOR",
+        (
+            "RAY_EXPERIMENTAL_NOSET_ONEAPI_DEVICE_SELECTOR",
+            "RAY_EXPERIMENTAL_NOSET_ZE_AFFINITY_MASK",
         ),
-        "intel": Visibility(
-            "ONEAPI_DEVICE_SELECTOR",
-            (
-                "RAY_EXPERIMENTAL_NOSET_ONEAPI_DEVICE_SELECTOR",
-                "RAY_EXPERIMENTAL_NOSET_ZE_AFFINITY_MASK",
-            ),
-            prefix="level_zero:",
-            hide_all="!level_zero:*",  # oneAPI's discard filter: no Level Zero device
-        ),
-        "musa": Visibility(
-            "MUSA_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_MUSA_VISIBLE_DEVICES",)
-        ),
-        "gaudi": Visibility(
-            "HABANA_VISIBLE_MODULES", ("RAY_EXPERIMENTAL_NOSET_HABANA_VISIBLE_MODULES",)
-        ),
-    }
-)
+        prefix="level_zero:",
+        hide_all="!level_zero:*",  # oneAPI's discard filter: no Level Zero device
+    ),
+    "musa": Visibility("MUSA_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_MUSA_VISIBLE_DEVICES",)),
+    "gaudi": Visibility(
+        "HABANA_VISIBLE_MODULES", ("RAY_EXPERIMENTAL_NOSET_HABANA_VISIBLE_MODULES",)
+    ),
+}
+# Ray's resource for each type: its accelerator managers' names (GPU, NPU, HPU); Ray has
+# none for MUSA and Kunlun, whose nodes declare a custom resource of this name.
+_RAY_RESOURCES: dict[str, str] = {
+    "nvidia": "GPU",
+    "amd": "GPU",
+    "intel": "GPU",
+    "ascend": "NPU",
+    "gaudi": "HPU",
+    "musa": "MUSA",
+    "kunlun": "XPU",
+}
+
+#: Accelerator type -> how to set its visible devices (registered types included).
+VISIBILITY_ENV_VARS: Mapping[str, Visibility] = MappingProxyType(_VISIBILITY)
+
+#: Accelerator type -> the Ray resource that holds its devices (registered types included).
+RAY_RESOURCES: Mapping[str, str] = MappingProxyType(_RAY_RESOURCES)
+
+
+def check_accelerator_type(value: str) -> str:
+    """``value`` when it is a registered accelerator type.
+
+    Raises:
+        ValueError: An unknown type (the message lists the registered ones).
+    """
+    if value not in _RAY_RESOURCES:
+        known = ", ".join(repr(name) for name in sorted(_RAY_RESOURCES))
+        raise ValueError(
+            f"unknown accelerator type; expected one of the registered types {known} "
+            "(placement_core.register_accelerator adds one)"
+        )
+    return value
+
+
+#: An accelerator type a config or snapshot may name: a built-in or registered one.
+AcceleratorName = Annotated[str, AfterValidator(check_accelerator_type)]
 
 #: Rank and rendezvous variables every worker gets.
 RANK_ENV_VARS: frozenset[str] = frozenset(
@@ -121,17 +159,24 @@ HARDWARE_ENV_VARS: frozenset[str] = frozenset({HARDWARE_TYPE_ENV, HARDWARE_CONFI
 #: The CPUs a worker should run on (a Linux CPU list, ``0-23,96-119``), when known.
 CPU_AFFINITY_ENV = "PLACEMENT_CPU_AFFINITY"
 
-#: Variables the planner owns; user ``env_vars`` may not set them.
-RESERVED_ENV_VARS: frozenset[str] = (
-    RANK_ENV_VARS
-    | HARDWARE_ENV_VARS
-    | {CPU_AFFINITY_ENV}
-    | frozenset(
-        name
-        for visibility in VISIBILITY_ENV_VARS.values()
-        for name in (visibility.env_var, *visibility.noset_env_vars)
+
+def reserved_env_vars() -> frozenset[str]:
+    """Variables the planner owns now, the registered accelerator types' included."""
+    return (
+        RANK_ENV_VARS
+        | HARDWARE_ENV_VARS
+        | {CPU_AFFINITY_ENV}
+        | frozenset(
+            name
+            for visibility in _VISIBILITY.values()
+            for name in (visibility.env_var, *visibility.noset_env_vars)
+        )
     )
-)
+
+
+#: Variables the planner owns for the built-in accelerator types; user ``env_vars`` may
+#: not set them (nor those of registered types: :func:`reserved_env_vars`).
+RESERVED_ENV_VARS: frozenset[str] = reserved_env_vars()
 
 #: The top-level key of a job's YAML that holds the cluster config.
 ROOT_KEY = "cluster"

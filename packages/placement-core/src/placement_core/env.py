@@ -24,6 +24,7 @@ from ._vocab import (
     RESERVED_ENV_VARS,
     VISIBILITY_ENV_VARS,
     Visibility,
+    reserved_env_vars,
 )
 from .errors import PlacementRuleError
 from .records import Placement
@@ -79,7 +80,7 @@ def visibility_env(accelerator_type: str | None, ids: Sequence[int]) -> dict[str
         known = ", ".join(sorted(VISIBILITY_ENV_VARS))
         raise PlacementRuleError(
             f"no visibility variable is known for accelerator type {accelerator_type!r}; "
-            f"known types: {known}",
+            f"known types: {known} (placement_core.accelerators.register_accelerator adds one)",
             path="accelerator_type",
         )
     env = {visibility.env_var: visibility.value(ids)}
@@ -93,7 +94,8 @@ def check_user_env(env_vars: Mapping[str, str], *, path: str | None = None) -> N
     Raises:
         PlacementRuleError: A reserved variable is set (the message names it).
     """
-    clashes = sorted(k for k in env_vars if k in RESERVED_ENV_VARS)
+    reserved = reserved_env_vars()
+    clashes = sorted(k for k in env_vars if k in reserved)
     if clashes:
         raise PlacementRuleError(
             f"env_vars may not set {', '.join(clashes)}: the planner sets "

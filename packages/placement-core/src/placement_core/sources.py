@@ -62,7 +62,7 @@ from ._limits import MAX_ACCELERATOR_INDEX, MAX_ACCELERATORS_PER_NODE, MAX_SNAPS
 from ._problems import problems_from_validation_error
 from ._scalars import is_int
 from ._shown import shown
-from ._vocab import AcceleratorType
+from ._vocab import AcceleratorName
 from .config import ClusterConfig
 from .errors import InventoryError, PlacementError, PlacementRuleError
 from .inventory import (
@@ -119,7 +119,7 @@ class _SnapshotFabric(_Lenient):
 
 class _SnapshotAccelerator(_Lenient):
     index: _Index
-    type: AcceleratorType
+    type: AcceleratorName
     model: str | None = None
     uuid: str | None = None
     pci_bus_id: str | None = None
@@ -444,7 +444,11 @@ def _kept_links(
 
 
 def _snapshot_nodes(
-    snapshots: Sequence[SnapshotSource], num_nodes: int | None, *, accept_partial: bool
+    snapshots: Sequence[SnapshotSource],
+    num_nodes: int | None,
+    *,
+    accept_partial: bool,
+    non_nvml: frozenset[int] = frozenset(),
 ) -> dict[int, _ReadNode]:
     parsed = []
     for position, source in enumerate(snapshots):
@@ -476,7 +480,7 @@ def _snapshot_nodes(
                 name, "node_rank", f"node {rank} already comes from snapshot {owner[rank]}"
             )
         owner[rank] = name
-        nodes[rank] = _node(snapshot, rank, name, accept_partial=accept_partial)
+        nodes[rank] = _node(snapshot, rank, name, accept_partial=accept_partial or rank in non_nvml)
     return nodes
 
 
@@ -573,7 +577,9 @@ def inventory_for(
     See docs/concepts/cluster-config.md#where-the-inventory-comes-from.
 
     Each node takes its accelerators from the first source that describes it: its
-    snapshot, then the ``inventory:`` entry listing it, then ``accelerators_per_node``;
+    snapshot (when it lists any: a snapshot sees NVML devices only, so an Ascend or Gaudi
+    node's lists none), then the ``inventory:`` entry listing it, then
+    ``accelerators_per_node``;
     a node no source describes has none. Its NVLink domain is its snapshot's, else the
     one its ``inventory:`` entry declares, else None. When snapshots are given, a node that has none
     and that no other source describes is an error (a forgotten snapshot would otherwise
@@ -617,18 +623,24 @@ def inventory_for(
             "--accelerators-per-node N (0 for CPU-only nodes)",
             path="inventory",
         )
+    from_config = _config_accelerators(config)
+    # NVML sees NVIDIA devices only: a node the config declares with others (Ascend, Gaudi,
+    # ...) has a snapshot that lists none, and maybe an nvml_error; both are expected.
+    non_nvml = frozenset(r for r, accs in from_config.items() if accs and accs[0].type != "nvidia")
     read = (
-        _snapshot_nodes(snapshots, config.num_nodes, accept_partial=accept_partial)
+        _snapshot_nodes(
+            snapshots, config.num_nodes, accept_partial=accept_partial, non_nvml=non_nvml
+        )
         if snapshots
         else {}
     )
-    from_config = _config_accelerators(config)
     if snapshots and per_node is None and not allow_missing_snapshots:
         _check_described(config.num_nodes, read, from_config)
     fallback = tuple(Accelerator(index=i) for i in range(per_node or 0))
     domains = _config_domains(config)
     nodes = []
-    shortfalls = [s for r in read.values() for s in r.shortfalls]
+    # An NVML failure on a node the config declares non-NVIDIA is no shortfall.
+    shortfalls = [s for rank, r in read.items() if rank not in non_nvml for s in r.shortfalls]
     for rank in range(config.num_nodes):
         node = read[rank].node if rank in read else None
         domain = domains.get(rank)
@@ -639,8 +651,11 @@ def inventory_for(
                 accelerators=from_config.get(rank, fallback),
                 nvlink_domain=domain,
             )
-        elif node.nvlink_domain is None and domain is not None:
-            node = dataclasses.replace(node, nvlink_domain=domain)
+        else:
+            if not node.accelerators and rank in non_nvml:
+                node = dataclasses.replace(node, accelerators=from_config[rank], links=())
+            if node.nvlink_domain is None and domain is not None:
+                node = dataclasses.replace(node, nvlink_domain=domain)
         nodes.append(node)
     shortfalls += _fewer_than_declared(read, from_config)
     if snapshots and per_node is None:
@@ -661,6 +676,8 @@ def _fewer_than_declared(
     for rank, declared in sorted(from_config.items()):
         if rank not in read or len(read[rank].node.accelerators) >= len(declared):
             continue
+        if declared[0].type != "nvidia":
+            continue  # NVML cannot see them: the config's entry describes the node
         held = len(read[rank].node.accelerators)
         why = "; ".join(read[rank].shortfalls)
         found.append(

@@ -7,7 +7,8 @@ Ray, and Ray reads the variable once, at import). An explicit value set by the u
 The cluster's shape, nearest first: ``@pytest.mark.placement_cluster(nodes=..., ...)`` on the
 test, its class or module (``pytestmark``); the ini options ``placement_cluster_nodes``,
 ``placement_cluster_gpus_per_node``, ``placement_cluster_cpus_per_node``,
-``placement_cluster_topology``; the defaults of ``placement_ray.testing.ClusterSpec``.
+``placement_cluster_topology``, ``placement_cluster_accelerator``; the defaults of
+``placement_ray.testing.ClusterSpec``.
 One cluster runs at a time: tests asking for the same shape share it; another shape
 replaces it. So that each shape starts once, tests are grouped by the shape their
 ``placement_cluster`` asks for (in order of first appearance; tests without the fixture
@@ -37,6 +38,7 @@ INI_OPTIONS = {
     "gpus_per_node": ("placement_cluster_gpus_per_node", int),
     "cpus_per_node": ("placement_cluster_cpus_per_node", int),
     "topology": ("placement_cluster_topology", str),
+    "accelerator": ("placement_cluster_accelerator", str),
 }
 
 
@@ -49,7 +51,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{MARKER}(nodes=2, gpus_per_node=None, cpus_per_node=4, topology=None, "
-        "labelled=True, job='pytest', object_store_mb=80, timeout_s=60): the shape of the "
+        "accelerator='nvidia', accelerator_model=None, labelled=True, job='pytest', "
+        "object_store_mb=80, timeout_s=60): the shape of the "
         "simulated Ray cluster the placement_cluster fixture gives this test",
     )
 

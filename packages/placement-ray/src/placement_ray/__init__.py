@@ -50,6 +50,7 @@ from ._version import __version__
 from ._worker import hand_over_master_port, hand_over_ports
 from ._worker_group import DEFAULT_CALL_TIMEOUT_S, WorkerGroup
 from .errors import (
+    AcceleratorMismatchError,
     ArgumentError,
     BusyAcceleratorError,
     ClusterError,
@@ -79,6 +80,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",
     "NODE_RANK_LABEL",
+    "AcceleratorMismatchError",
     "ArgumentError",
     "BundleSlot",
     "BusyAcceleratorError",

@@ -35,9 +35,10 @@ from ray.util.scheduling_strategies import (
 from placement_core import Node
 from placement_core.env import visibility_env
 
+from ._accelerators import other_visibility_vars, request_share
 from ._colocation import ShareLedger, validate_share
 from ._rayapi import alive_nodes
-from ._request import DEFAULT_RESOURCE, WorkerRequest
+from ._request import WorkerRequest
 from ._text import clean, strip_ansi
 from ._worker import WorkerSpec, actor_default_options, wrap_class
 from .errors import (
@@ -157,12 +158,8 @@ def _placement_options(request: WorkerRequest, node: Node) -> tuple[dict[str, An
     pg, index = seat.bundle
     gpu_share = request.options.gpu_share
     share = validate_share("gpu_share", 1.0 if gpu_share is None else gpu_share)
-    resource = request.options.resource
-    asked: dict[str, Any] = (
-        {"num_gpus": share}
-        if resource == DEFAULT_RESOURCE
-        else {"num_gpus": 0, "resources": {resource: share}}
-    )
+    asked: dict[str, Any] = {}
+    request_share(asked, node, share, request.name)  # the node's own resource (GPU, NPU, ...)
     asked["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
         placement_group=pg,
         placement_group_bundle_index=index,
@@ -236,6 +233,7 @@ def allocate(
         defer_init=defer_init,
         bind_cpus=request.options.bind_cpus,
         report_env=tuple(k for k in full_env if not k.startswith("RAY_")),
+        unset_env=other_visibility_vars(full_env) if request.seat.gpu_ids else (),
     )
     try:
         handle = (

@@ -7,9 +7,10 @@ from the node's environment. The results, ordered by ``order.order_nodes``, beco
 
 Where the snapshot lists no accelerators (NVML found none: not NVIDIA, or a simulated
 node), the node's accelerators are typed from Ray's own view of it: an ``NPU`` resource
-is Ascend, ``HPU`` is Gaudi, and ``GPU`` takes its vendor from the node's accelerator
-type (the ``accelerator_type:<name>`` resource or the ``ray.io/accelerator-type`` label):
-AMD and Intel names are recognised, anything else is NVIDIA.
+is Ascend, ``HPU`` is Gaudi (any registered type's own resource names that type: core's
+``RAY_RESOURCES``), and ``GPU`` takes its vendor from the node's accelerator type (the
+``accelerator_type:<name>`` resource or the ``ray.io/accelerator-type`` label): AMD and
+Intel names are recognised, anything else is NVIDIA.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from placement_core.accelerators import RAY_RESOURCES, registered_accelerators
 from placement_core.errors import InventoryError
 from placement_core.inventory import Accelerator, Inventory, Node
 from placement_core.sources import node_from_snapshot
@@ -48,8 +50,14 @@ ACCELERATOR_TYPE_LABEL = "ray.io/accelerator-type"
 """Label Ray puts on a node with the type of its accelerators (``H100``, ``Ascend910B``)."""
 
 _ACCELERATOR_TYPE_RESOURCE = "accelerator_type:"
-# Ray's own resource names for accelerators that are not GPUs, and the type each means.
-_RESOURCE_TYPES = (("NPU", "ascend"), ("HPU", "gaudi"))
+
+
+def _resource_types() -> list[tuple[str, str]]:
+    """Every accelerator resource other than ``GPU`` and the type it means (NPU: ascend)."""
+    types: dict[str, str] = {}
+    for kind in registered_accelerators():  # sorted: the first type of a resource wins
+        types.setdefault(RAY_RESOURCES[kind], kind)
+    return sorted((resource, kind) for resource, kind in types.items() if resource != "GPU")
 
 
 def node_report() -> dict[str, Any]:
@@ -175,7 +183,7 @@ def accelerators_from_ray(
         node without any of them.
     """
     model = _ray_model(resources, labels or {})
-    for resource, kind in _RESOURCE_TYPES:
+    for resource, kind in _resource_types():
         count = int(float(resources.get(resource, 0.0)))
         if count > 0:
             return tuple(Accelerator(index=i, type=kind, model=model) for i in range(count))

@@ -13,6 +13,8 @@ import math
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 
+from placement_core.accelerators import RAY_RESOURCES
+
 from .errors import ArgumentError, InfeasiblePlacementGroupError
 
 __all__ = ["STRATEGIES", "check_feasible", "format_resources", "validate_bundles"]
@@ -24,8 +26,10 @@ _BYTE_RESOURCES = frozenset({"memory", "object_store_memory"})
 
 
 def format_resources(resources: Mapping[str, float]) -> str:
-    """``{GPU: 1, CPU: 0.5, memory: 16.3 GiB}``: GPUs first, integers without a fraction."""
-    keys = sorted(resources, key=lambda k: (k != "GPU", k != "CPU", k))
+    """``{GPU: 1, CPU: 0.5, memory: 16.3 GiB}``: accelerators (GPU, NPU, ...) first, then CPU,
+    integers without a fraction."""
+    devices = set(RAY_RESOURCES.values())
+    keys = sorted(resources, key=lambda k: (k not in devices, k != "CPU", k))
     shown = ", ".join(
         f"{k}: {resources[k] / 2**30:.1f} GiB" if k in _BYTE_RESOURCES else f"{k}: {resources[k]:g}"
         for k in keys

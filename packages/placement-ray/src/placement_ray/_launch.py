@@ -44,7 +44,9 @@ from placement_core.env import (
     VISIBILITY_ENV_VARS,
 )
 from placement_core.records import Placement
+from placement_core.sources import inventory_for
 
+from ._accelerators import check_live_types, managed_by_ray, node_resource, refuse_fractions
 from ._allocate import Worker, check_interpreters
 from ._cluster import Cluster
 from ._colocation import SHARE_QUANTUM, GpuShare, check_shares, default_share, validate_share
@@ -93,7 +95,11 @@ def _live_plan(
     colocate: Iterable[Iterable[str]],
 ) -> Plan:
     if not isinstance(source, Plan):
-        return plan(source, cluster.inventory, colocate=colocate)
+        live = plan(source, cluster.inventory, colocate=colocate)
+        if live.config.inventory:  # the config declares its nodes' accelerators
+            check_live_types(inventory_for(live.config), cluster.inventory, _used_nodes(live))
+        return live
+    check_live_types(source.inventory, cluster.inventory, _used_nodes(source))
     live_ids = [n.node_id for n in cluster.nodes]
     if [n.node_id for n in source.inventory.nodes] == live_ids:
         return source
@@ -120,6 +126,16 @@ def _live_plan(
                 f"processes on this cluster, {len(placements)} in the plan"
             )
     return live
+
+
+def _used_nodes(the_plan: Plan) -> set[int]:
+    """Node ranks where the plan places processes on accelerators."""
+    return {
+        p.node_rank
+        for placements in the_plan.components.values()
+        for p in placements
+        if p.accelerator_type is not None
+    }
 
 
 def _per_component(
@@ -238,6 +254,9 @@ def _reserve(
     bundles, so a group holding them must be removed, which kills every worker in it.
     ``timeout_s`` bounds all the groups together.
     """
+    refuse_fractions(  # before any group exists
+        (w.name, cluster.node(w.placement.node_rank), w.share) for w in workers if w.kind == "gpu"
+    )
     keys = sorted(
         {
             (w.placement.node_rank, g)
@@ -249,12 +268,14 @@ def _reserve(
     per_node: dict[int, int] = defaultdict(int)
     for node, _ in keys:
         per_node[node] += 1
-    bundle = {resource: 1.0, "CPU": float(cpus_per_bundle)} if cpus_per_bundle else {resource: 1.0}
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     groups: dict[int, OrderedPlacementGroup] = {}
     try:
         for node, count in sorted(per_node.items()):
             left = None if deadline is None else max(deadline - time.monotonic(), 1.0)
+            bundle = {node_resource(cluster.node(node)): 1.0}
+            if cpus_per_bundle:
+                bundle["CPU"] = float(cpus_per_bundle)
             groups[node] = create_placement_group(
                 cluster, [bundle] * count, pin_to=[node] * count, timeout_s=left, name=""
             )
@@ -423,7 +444,8 @@ def _compare(worker: Worker, report: Mapping[str, Any], group: WorkerGroup) -> l
             expected = str(group.master_port)
         if expected is not None and env.get(key) != expected:
             out.append(f"{who}: {key}={env.get(key)!r}, expected {expected!r}")
-    if worker.bundle_index is not None and worker.gpu_ids:
+    resource = node_resource(group.cluster.node(worker.node_rank))
+    if worker.bundle_index is not None and worker.gpu_ids and managed_by_ray(resource):
         ray_ids = tuple(report.get("ray_gpu_ids", ()))
         if ray_ids != (worker.gpu_ids[0],):
             out.append(

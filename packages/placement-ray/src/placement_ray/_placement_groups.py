@@ -27,6 +27,15 @@ from ray.util.placement_group import (
 )
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from placement_core.inventory import Node
+
+from ._accelerators import (
+    accelerator_amount,
+    managed_by_ray,
+    node_resource,
+    share_options,
+    whole_only,
+)
 from ._feasibility import check_feasible, format_resources, validate_bundles
 from ._node_order import NODE_RANK_LABEL
 from ._rayapi import alive_nodes, available_per_node, schedulable_resources, shown_resources
@@ -345,13 +354,15 @@ def order_bundles(
     to_probe: dict[str, list[int]] = {}
     for node_id, indices in by_node.items():
         node = cluster.node(cluster.rank_of(node_id))
-        amounts = [specs[i].get("GPU", 0.0) for i in indices]
-        ray_gpus = float((alive.get(node_id, {}).get("Resources") or {}).get("GPU", 0.0))
+        resource = node_resource(node)
+        amounts = [accelerator_amount(specs[i], resource) for i in indices]
+        ray_gpus = accelerator_amount(alive.get(node_id, {}).get("Resources") or {}, resource)
         whole = all(a == int(a) for a in amounts) and sum(amounts) == ray_gpus
+        if not managed_by_ray(resource):  # Ray keeps no ids: number the devices in order
+            gpus.update(_in_order(node, indices, amounts))
+            continue
         if whole and not always_probe and len(node.accelerators) == int(ray_gpus):
-            ids = iter(node.accelerator_ids)
-            for i, amount in zip(indices, amounts, strict=True):
-                gpus[i] = tuple(next(ids) for _ in range(int(amount)))
+            gpus.update(_in_order(node, indices, amounts))
             continue
         for i, amount in zip(indices, amounts, strict=True):
             if amount == 0:
@@ -371,8 +382,25 @@ def order_bundles(
     )
 
 
-def _read_gpu_ids() -> list[str]:
-    return [str(g) for g in ray.get_runtime_context().get_accelerator_ids().get("GPU", [])]
+def _in_order(
+    node: Node, indices: Sequence[int], amounts: Sequence[float]
+) -> dict[int, tuple[int, ...]]:
+    """Bundle -> the node's devices handed out in bundle order (a share counts as one)."""
+    ids = list(node.accelerator_ids)
+    found: dict[int, tuple[int, ...]] = {}
+    for i, amount in zip(indices, amounts, strict=True):
+        count = 0 if amount == 0 else max(1, int(amount))
+        if count > len(ids):
+            raise ProbeError(
+                f"bundles on node {node.rank} ask for more {node_resource(node)} than its "
+                f"{len(node.accelerators)} devices"
+            )
+        found[i], ids = tuple(ids[:count]), ids[count:]
+    return found
+
+
+def _read_gpu_ids(resource: str) -> list[str]:
+    return [str(g) for g in ray.get_runtime_context().get_accelerator_ids().get(resource, [])]
 
 
 _probe_task = ray.remote(num_cpus=0, max_retries=0)(_read_gpu_ids)
@@ -413,14 +441,15 @@ def probe_bundle_gpus(
 
     def submit(node_id: str) -> None:
         index = queues[node_id].pop(0)
-        amount = float(specs[index].get("GPU", 0.0))
-        request = amount if amount > 1 else 0.0001
+        resource = node_resource(cluster.node(cluster.rank_of(node_id)))
+        amount = accelerator_amount(specs[index], resource)
+        request = amount if amount > 1 or whole_only(resource) else 0.0001
         ref = _probe_task.options(
-            num_gpus=request,
+            **share_options(resource, request),
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 placement_group=pg, placement_group_bundle_index=index
             ),
-        ).remote()
+        ).remote(resource)
         inflight[ref] = (node_id, index)
 
     for node_id in queues:

@@ -87,6 +87,8 @@ class WorkerSpec:
         report_env: Extra env var names to report besides ``REPORTED_ENV_VARS``.
         bind_cpus: Bind the process to ``PLACEMENT_CPU_AFFINITY`` (when set) before the
             user's ``__init__``.
+        unset_env: Variables to remove first: other vendors' visibility variables, which
+            Ray may set for the resource the worker holds.
     """
 
     name: str
@@ -95,6 +97,7 @@ class WorkerSpec:
     defer_init: bool = False
     report_env: tuple[str, ...] = ()
     bind_cpus: bool = False
+    unset_env: tuple[str, ...] = ()
 
 
 # Reservations held by this process, by block name. A module global so that user code
@@ -147,17 +150,21 @@ def hand_over_master_port() -> int:
 
 
 def assigned_gpu_ids() -> tuple[int, ...]:
-    """The GPUs Ray assigned this worker (physical indices), read from Ray's own record.
+    """The accelerators Ray assigned this worker (physical indices), from Ray's own record.
 
-    ``ray.get_gpu_ids()`` re-maps them through ``CUDA_VISIBLE_DEVICES``, which
-    placement-ray sets itself, so it cannot be used here.
+    Any accelerator resource Ray manages counts (``GPU``, ``NPU``, ``HPU``, ...; a worker
+    holds one kind). ``ray.get_gpu_ids()`` re-maps GPUs through ``CUDA_VISIBLE_DEVICES``,
+    which placement-ray sets itself, so it cannot be used here.
     """
     import ray
+    from ray._private.accelerators import get_all_accelerator_resource_names
 
+    names = get_all_accelerator_resource_names()
     ids: set[int] = set()
     resource_ids = ray.get_runtime_context().worker.core_worker.resource_ids()
     for resource, assignment in resource_ids.items():
-        if resource == "GPU" or (resource.startswith("GPU_group_") and resource.count("_") == 2):
+        base, _, rest = resource.partition("_group_")
+        if base in names and (not rest or "_" not in rest):
             ids.update(int(slot) for slot, _ in assignment)
     return tuple(sorted(ids))
 
@@ -200,6 +207,8 @@ class PlacementWorker:
     def __init__(self, _placement_spec: WorkerSpec, *args: Any, **kwargs: Any) -> None:
         self._placement_spec = _placement_spec
         self._placement_init = None
+        for name in _placement_spec.unset_env:
+            os.environ.pop(name, None)
         fill_hardware_from_node()
         if _placement_spec.bind_cpus:
             bind_cpus(os.environ.get(CPU_AFFINITY_ENV), name=_placement_spec.name)

@@ -21,8 +21,10 @@ Hierarchy::
     │                                        nodes, repeat, or are not exactly 0..n-1
     ├── InfeasiblePlacementGroupError (ValueError)
     │   │                                    a placement group that no node set can ever hold
-    │   └── EngineAlignmentError             slime's rollout engines cannot each keep to one
-    │                                        node (or whole nodes); names sizes that fit
+    │   ├── EngineAlignmentError             slime's rollout engines cannot each keep to one
+    │   │                                    node (or whole nodes); names sizes that fit
+    │   └── AcceleratorMismatchError         the plan's accelerator type on a node is not the
+    │                                        node's live type (names node, planned, live)
     ├── PlacementGroupTimeoutError (TimeoutError)
     │                                        a placement group was not placed in time; lists
     │                                        every unplaced bundle and every node's resources
@@ -61,6 +63,7 @@ from typing import Any
 from placement_core.errors import PlacementError
 
 __all__ = [
+    "AcceleratorMismatchError",
     "ArgumentError",
     "BusyAcceleratorError",
     "ClusterError",
@@ -236,6 +239,30 @@ class EngineAlignmentError(InfeasiblePlacementGroupError):
     ) -> None:
         self.fitting_sizes = tuple(fitting_sizes)
         super().__init__(message, problems=problems)
+
+
+class AcceleratorMismatchError(InfeasiblePlacementGroupError):
+    """The plan puts one accelerator type on a node whose live accelerators are another.
+
+    Raised by ``launch`` before anything is reserved (a bundle asks for the planned type's
+    Ray resource, which the node does not offer).
+
+    Attributes:
+        mismatches: ``(node rank, planned type, live type or None)`` per wrong node.
+        problems: One line per wrong node.
+    """
+
+    def __init__(
+        self, message: str, *, mismatches: Sequence[tuple[int, str, str | None]] = ()
+    ) -> None:
+        self.mismatches = tuple((n, p, live) for n, p, live in mismatches)
+        super().__init__(
+            message,
+            problems=[
+                f"node {n}: planned {p}, live {live or 'no accelerators'}"
+                for n, p, live in self.mismatches
+            ],
+        )
 
 
 class PlacementGroupTimeoutError(PlacementRayError, TimeoutError):

@@ -4,7 +4,10 @@
 (``ray.cluster_utils.Cluster``): every node binds ``127.0.0.1``, node ``i`` carries the
 label ``node-rank=i`` (and ``PLACEMENT_NODE_RANK=i`` in its environment), has
 ``gpus_per_node`` logical GPUs and, optionally, a fake NVML machine
-(``placement_native.testing``) that its snapshot sees::
+(``placement_native.testing``) that its snapshot sees. Nodes of other vendors declare their
+accelerator kind (``accelerator="ascend"`` offers Ray's ``NPU`` resource, ``"gaudi"``
+``HPU``, ``"amd"`` and ``"intel"`` ``GPU`` with their accelerator-type label), one kind for
+all nodes or one per node (None: a CPU-only node)::
 
     import os
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"   # before Ray is imported
@@ -14,6 +17,8 @@ label ``node-rank=i`` (and ``PLACEMENT_NODE_RANK=i`` in its environment), has
     with SimulatedCluster(nodes=2, topology="dgx-h100") as sim:
         cluster = sim.view()            # a placement_ray.Cluster of 2 nodes x 8 GPUs
 
+    mixed = ClusterSpec(nodes=3, accelerator=("nvidia", "ascend", None), gpus_per_node=(4, 8, 0))
+
 With pytest, installing placement-ray is enough: its ``pytest11`` plugin sets the variable
 before Ray is imported and provides the ``placement_cluster`` fixture (one cluster per
 session, sized by ``@pytest.mark.placement_cluster(...)`` or ini options, cleaned up after
@@ -22,15 +27,20 @@ every test).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import ray
 
+from placement_core.accelerators import RAY_RESOURCES, ray_resource, registered_accelerators
 from placement_ray import ArgumentError, Cluster, ClusterError
+
+from ._discovery import ACCELERATOR_TYPE_LABEL
 
 if TYPE_CHECKING:
     from placement_native.testing import FakeNvml
@@ -48,6 +58,14 @@ LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0" keeps every Ray addres
 DEFAULT_GPUS = 4
 RANK_LABEL = "node-rank"
 RANK_ENV = "PLACEMENT_NODE_RANK"
+# Ray's accelerator-type name of a simulated node of each kind (the label and the
+# ``accelerator_type:<name>`` resource a real node of that kind gets).
+DEFAULT_MODELS = {
+    "amd": "AMD-Instinct-MI300X-OAM",
+    "intel": "Intel-GPU-Max-1550",
+    "ascend": "Ascend910B",
+    "gaudi": "Intel-GAUDI2",
+}
 
 
 @dataclass(frozen=True)
@@ -56,12 +74,20 @@ class ClusterSpec:
 
     Attributes:
         nodes: Number of nodes (>= 1).
-        gpus_per_node: Logical GPUs per node; None: the node's fake machine's GPU count,
-            else 4.
+        gpus_per_node: Logical accelerators per node (of the node's ``accelerator`` kind),
+            or one count per node; None: the node's fake machine's GPU count, else 4
+            (0 for a CPU-only node).
         cpus_per_node: Logical CPUs per node.
         topology: A fake NVML machine for every node (a name such as ``"dgx-h100"``, a
             JSON file or a ``placement_native.testing.Topology``), or a sequence with one
             entry per node (None: that node has no NVML); None: no node has NVML.
+        accelerator: The kind of every node's accelerators (a registered accelerator
+            type: ``nvidia``, ``amd``, ``intel``, ``ascend``, ``gaudi``, ...), or one kind
+            per node; None: a CPU-only node. The node offers the kind's Ray resource.
+        accelerator_model: The accelerator-type name Ray shows for the node (the
+            ``ray.io/accelerator-type`` label and ``accelerator_type:<name>`` resource), or
+            one per node; None: the kind's usual name (``Ascend910B``, ...; none for
+            NVIDIA, whose fake machine, if any, names its GPUs).
         labelled: Give node ``i`` the ``node-rank`` label and ``PLACEMENT_NODE_RANK``.
         job: The job name of the driver's connection (Ray namespace ``placement-<job>``).
         object_store_mb: Object store size per node, in MiB.
@@ -69,21 +95,22 @@ class ClusterSpec:
     """
 
     nodes: int = 2
-    gpus_per_node: int | None = None
+    gpus_per_node: int | tuple[int, ...] | None = None
     cpus_per_node: int = 4
     topology: Any = None
+    accelerator: str | tuple[str | None, ...] | None = "nvidia"
+    accelerator_model: str | tuple[str | None, ...] | None = None
     labelled: bool = True
     job: str = "pytest"
     object_store_mb: int = 80
     timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
-        for name, low in (("nodes", 1), ("gpus_per_node", 0), ("cpus_per_node", 0)):
+        for name, low in (("nodes", 1), ("cpus_per_node", 0)):
             value = getattr(self, name)
-            if name == "gpus_per_node" and value is None:
-                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ArgumentError(f"{name}: expected an int >= {low}, got {value!r}")
+        self._per_node_fields()
         if isinstance(self.topology, list | tuple) and len(self.topology) != self.nodes:
             raise ArgumentError(
                 f"topology: expected one machine or a list of {self.nodes} (one per node), "
@@ -100,12 +127,60 @@ class ClusterSpec:
             raise ArgumentError(f"timeout_s: expected seconds > 0, got {self.timeout_s!r}")
         if not self.timeout_s > 0:
             raise ArgumentError(f"timeout_s: expected seconds > 0, got {self.timeout_s!r}")
+        for rank, machine in enumerate(self.machines()):
+            kind = self.per_node("accelerator", rank)
+            if machine is not None and kind != "nvidia":
+                raise ArgumentError(
+                    f"topology: node {rank} has a fake NVML machine but accelerator {kind!r}; "
+                    "NVML describes NVIDIA GPUs only (give that node topology None)"
+                )
+
+    def _per_node_fields(self) -> None:
+        """Check the fields that take one value or one per node; keep lists as tuples."""
+        kinds = ", ".join(registered_accelerators())
+        checks: tuple[tuple[str, Callable[[object], bool], str], ...] = (
+            ("gpus_per_node", _count, "an int >= 0"),
+            ("accelerator", _kind, f"None or one of {kinds}"),
+            ("accelerator_model", _name, "None or a non-empty name"),
+        )
+        for name, ok, expected in checks:
+            value = getattr(self, name)
+            if isinstance(value, list | tuple):
+                if len(value) != self.nodes:
+                    raise ArgumentError(
+                        f"{name}: expected one value or a list of {self.nodes} (one per node), "
+                        f"got a list of {len(value)}"
+                    )
+                object.__setattr__(self, name, tuple(value))
+                bad = [(i, v) for i, v in enumerate(value) if not ok(v)]
+                if bad:
+                    i, v = bad[0]
+                    raise ArgumentError(f"{name}[{i}]: expected {expected}, got {v!r}")
+            elif not ok(value):
+                raise ArgumentError(f"{name}: expected {expected} (or one per node), got {value!r}")
+
+    def per_node(self, name: str, rank: int) -> Any:
+        """The value of the per-node field ``name`` for the node of ``rank``."""
+        value = getattr(self, name)
+        return value[rank] if isinstance(value, tuple) else value
 
     def machines(self) -> list[Any]:
         """The fake machine of each node (None: none)."""
         if isinstance(self.topology, list | tuple):
             return list(self.topology)
         return [self.topology] * self.nodes
+
+
+def _count(value: object) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+
+
+def _kind(value: object) -> bool:
+    return value is None or (isinstance(value, str) and value in RAY_RESOURCES)
+
+
+def _name(value: object) -> bool:
+    return value is None or (isinstance(value, str) and bool(value.strip()))
 
 
 @dataclass
@@ -175,21 +250,38 @@ class SimulatedCluster:
             return FakeNvml(machine)
 
     def node_args(self, rank: int) -> dict[str, Any]:
-        """``add_node`` arguments of the node of ``rank``."""
+        """``add_node`` arguments of the node of ``rank``.
+
+        A node's accelerators are its kind's Ray resource (``num_gpus`` for ``GPU``, a
+        ``resources`` entry otherwise), with the accelerator-type label and resource a
+        real node of that kind gets from Ray's detection, which finds nothing here.
+        """
         fake = self.fakes[rank]
-        gpus = self.spec.gpus_per_node
-        if gpus is None:
-            gpus = len(fake.topology.gpus) if fake is not None else DEFAULT_GPUS
+        kind = self.spec.per_node("accelerator", rank)
+        count = self.spec.per_node("gpus_per_node", rank)
+        if count is None:
+            count = len(fake.topology.gpus) if fake is not None else DEFAULT_GPUS
+        count = 0 if kind is None else count
         env = dict(fake.env) if fake is not None else {}
+        resource = ray_resource(kind) if kind is not None else "GPU"
         args: dict[str, Any] = {
             "num_cpus": self.spec.cpus_per_node,
-            "num_gpus": gpus,
+            "num_gpus": count if resource == "GPU" else 0,
             "node_ip_address": LOOPBACK,
             "object_store_memory": self.spec.object_store_mb * 1024 * 1024,
         }
+        labels: dict[str, str] = {}
+        model = self.spec.per_node("accelerator_model", rank) or DEFAULT_MODELS.get(kind or "")
+        if resource != "GPU" and count:
+            args["resources"] = {resource: count}
+        if model and count:
+            args.setdefault("resources", {})[f"accelerator_type:{model}"] = 1
+            labels[ACCELERATOR_TYPE_LABEL] = model
         if self.spec.labelled:
-            args["labels"] = {RANK_LABEL: str(rank)}
+            labels[RANK_LABEL] = str(rank)
             env[RANK_ENV] = str(rank)
+        if labels:
+            args["labels"] = labels
         if env:
             args["env_vars"] = env
         return args
@@ -199,9 +291,10 @@ class SimulatedCluster:
 
         cluster = RayCluster()
         try:
-            cluster.add_node(**self.node_args(0), include_dashboard=False)
-            for rank in range(1, self.spec.nodes):
-                cluster.add_node(**self.node_args(rank))
+            with _quiet_detection():
+                cluster.add_node(**self.node_args(0), include_dashboard=False)
+                for rank in range(1, self.spec.nodes):
+                    cluster.add_node(**self.node_args(rank))
             cluster.wait_for_nodes(timeout=self.spec.timeout_s)
         except Exception as exc:
             cluster.shutdown()  # type: ignore[no-untyped-call]
@@ -329,13 +422,41 @@ class SimulatedCluster:
         return f"SimulatedCluster({self.spec!r}, address={self.address!r})"
 
 
+class _DetectionNoise(logging.Filter):
+    """Drops Ray's "Failed to detect ..." reports: a simulated node has no such device."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Failed to detect")
+
+
+@contextlib.contextmanager
+def _quiet_detection() -> Iterator[None]:
+    """Silence Ray's accelerator detection while simulated nodes start in this process.
+
+    Ray asks each node's accelerator manager for the device type even when the node's
+    count is given; for Ascend it imports AscendCL and logs a traceback when that fails.
+    The simulated node carries the type as a label and resource instead.
+    """
+    from ray._private import accelerators
+
+    names = {f"{accelerators.__name__}.{m}" for m in ("npu", "hpu", "amd_gpu", "intel_gpu")}
+    loggers = [logging.getLogger(name) for name in sorted(names)]
+    noise = _DetectionNoise()
+    for log in loggers:
+        log.addFilter(noise)
+    try:
+        yield
+    finally:
+        for log in loggers:
+            log.removeFilter(noise)
+
+
 def _available() -> dict[str, dict[str, float]]:
     from ray._private import state
 
+    kept = ("CPU", *sorted(set(RAY_RESOURCES.values())))
     per_node = state.available_resources_per_node()  # type: ignore[no-untyped-call]
-    return {
-        node: {k: float(res.get(k, 0.0)) for k in ("CPU", "GPU")} for node, res in per_node.items()
-    }
+    return {node: {k: float(res.get(k, 0.0)) for k in kept} for node, res in per_node.items()}
 
 
 def _held(

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from ray.util.placement_group import PlacementGroup
 
+from placement_core.accelerators import accelerator_kind, ray_resource, registered_accelerators
 from placement_ray._cluster import Cluster
 from placement_ray._feasibility import check_feasible
 from placement_ray._placement_groups import (
@@ -221,23 +222,52 @@ def slime_bundle_counts(
     return mode, total, actors, start, rollouts
 
 
-def _fits(resources: Mapping[str, float], cpus_per_bundle: float) -> int:
-    fits = int(resources.get("GPU", 0.0) + 1e-9)
+def _fits(resources: Mapping[str, float], cpus_per_bundle: float, resource: str) -> int:
+    fits = int(resources.get(resource, 0.0) + 1e-9)
     if cpus_per_bundle:
         fits = min(fits, int(resources.get("CPU", 0.0) / cpus_per_bundle + 1e-9))
     return fits
 
 
-def _capacities(cluster: Cluster, cpus_per_bundle: float) -> tuple[list[int], list[int]]:
-    """Per node rank, how many ``{"GPU": 1, "CPU": c}`` bundles fit now and ever."""
+def _capacities(
+    cluster: Cluster, cpus_per_bundle: float, resource: str
+) -> tuple[list[int], list[int]]:
+    """Per node rank, how many ``{resource: 1, "CPU": c}`` bundles fit now and ever."""
     available = available_per_node()
-    now = [_fits(available.get(n.node_id, {}), cpus_per_bundle) for n in cluster.nodes]
-    ever = [_fits(total, cpus_per_bundle) for total in node_totals(cluster)]
+    now = [_fits(available.get(n.node_id, {}), cpus_per_bundle, resource) for n in cluster.nodes]
+    ever = [_fits(total, cpus_per_bundle, resource) for total in node_totals(cluster)]
     return now, ever
 
 
+def layout_resource(cluster: Cluster, accelerator: str | None) -> str:
+    """The Ray resource of a layout's bundles: ``accelerator``'s, else the cluster's one type's.
+
+    Raises:
+        ArgumentError: ``accelerator`` is not a registered type, or it is None and the
+            cluster's nodes have accelerators of several types (or none).
+    """
+    if accelerator is not None:
+        if not isinstance(accelerator, str) or accelerator_kind(accelerator) is None:
+            raise ArgumentError(
+                f"accelerator: expected a registered accelerator type "
+                f"({', '.join(registered_accelerators())}), got {accelerator!r}"
+            )
+        return ray_resource(accelerator)
+    kinds = sorted({n.accelerator_type for n in cluster.nodes if n.accelerator_type})
+    if len(kinds) != 1:
+        raise ArgumentError(
+            f"accelerator: the cluster's nodes have accelerators of types {kinds}; name the "
+            "one the layout reserves (accelerator='nvidia', 'ascend', ...)"
+        )
+    return ray_resource(kinds[0])
+
+
 def _pins(
-    cluster: Cluster, cpus_per_bundle: float, engine_size: int, shape: Mapping[str, int]
+    cluster: Cluster,
+    cpus_per_bundle: float,
+    engine_size: int,
+    shape: Mapping[str, int],
+    resource: str,
 ) -> tuple[list[int], bool]:
     """Node of each position so that engines keep to nodes, and whether that is dense.
 
@@ -246,7 +276,7 @@ def _pins(
     always planned over the totals, as it takes whole nodes. Dense: filling nodes in order
     gives the same nodes, so Ray's own ``PACK`` may well place it without pins.
     """
-    now, ever = _capacities(cluster, cpus_per_bundle)
+    now, ever = _capacities(cluster, cpus_per_bundle, resource)
     # A multi-node engine takes whole nodes: only the totals say what is whole.
     if engine_size <= max(ever, default=0):
         try:
@@ -289,6 +319,7 @@ def create_placement_groups(
     cpus_per_bundle: float = 1.0,
     strategy: str = "PACK",
     timeout_s: float | None = 60.0,
+    accelerator: str | None = None,
 ) -> SlimeLayout:
     """slime's placement groups, ordered by (node rank, physical GPU).
 
@@ -316,6 +347,9 @@ def create_placement_groups(
         cpus_per_bundle: CPUs in each ``{"GPU": 1, "CPU": c}`` bundle.
         strategy: Placement-group strategy.
         timeout_s: Limit for placing the group (None: wait forever).
+        accelerator: The accelerator type the bundles reserve (``nvidia``, ``ascend``,
+            ...): each bundle asks for one device of its Ray resource (``GPU``, ``NPU``,
+            ...). None: the one type the cluster's nodes have.
 
     Returns:
         The layout: ``layout["actor"]``, ``layout["rollout"]`` (and ``layout["critic"]``)
@@ -323,7 +357,7 @@ def create_placement_groups(
         physical GPU index.
 
     Raises:
-        ArgumentError: bad counts or flags.
+        ArgumentError: bad counts or flags, or no single accelerator type to reserve.
         InfeasiblePlacementGroupError: the cluster can never hold the group.
         EngineAlignmentError: it can, but not with every engine within a node (or whole
             nodes); the message lists the engine sizes that fit.
@@ -351,14 +385,15 @@ def create_placement_groups(
         )
     if cluster is None:
         cluster = Cluster()
-    bundle = {"GPU": 1.0, "CPU": float(cpus_per_bundle)} if cpus_per_bundle else {"GPU": 1.0}
+    resource = layout_resource(cluster, accelerator)
+    bundle = {resource: 1.0, "CPU": float(cpus_per_bundle)} if cpus_per_bundle else {resource: 1.0}
     bundles = [bundle] * total
     pins: list[int] | None = None
     pinnable = strategy in ("PACK", "SPREAD")
     shape = {"actors": actors, "start": start, "rollouts": rollouts, "total": total}
     if pinnable:
         check_feasible(bundles, node_totals(cluster), strategy=strategy)
-        pins, dense = _pins(cluster, float(cpus_per_bundle), engine_size, shape)
+        pins, dense = _pins(cluster, float(cpus_per_bundle), engine_size, shape, resource)
         if dense:
             # Try Ray's own PACK first: Ray before ray-project/ray#55599 ignores pins.
             pins = None
@@ -373,7 +408,7 @@ def create_placement_groups(
         group.remove()
         if not pinnable or pins is not None:
             raise
-        pins, _ = _pins(cluster, float(cpus_per_bundle), engine_size, shape)
+        pins, _ = _pins(cluster, float(cpus_per_bundle), engine_size, shape, resource)
         group = create_placement_group(
             cluster, bundles, strategy=strategy, pin_to=pins, timeout_s=timeout_s
         )

@@ -26,7 +26,7 @@ from placement_ray._slime.layout import SlimeLayout
 from placement_ray._slime.layout import create_placement_groups as _create
 from placement_ray.errors import ArgumentError
 
-__all__ = ["SLIME_ARGS", "create_placement_groups", "slime_dict"]
+__all__ = ["DEVICE_ACCELERATORS", "SLIME_ARGS", "create_placement_groups", "slime_dict"]
 
 SLIME_ARGS = (
     "actor_num_nodes",
@@ -39,7 +39,12 @@ SLIME_ARGS = (
     "rollout_external",
     "use_critic",
 )
-"""The attributes of slime's ``args`` that are read; every other one is ignored."""
+"""The attributes of slime's ``args`` that are read; every other one is ignored (and,
+where present, ``accelerator`` or ``device``: see :data:`DEVICE_ACCELERATORS`)."""
+
+DEVICE_ACCELERATORS = {"npu": "ascend", "hpu": "gaudi", "xpu": "intel", "musa": "musa"}
+"""A torch device name in ``args.device`` -> the accelerator type the bundles reserve
+(``cuda`` names both NVIDIA and AMD, so it leaves the choice to the cluster)."""
 
 _FLAGS = ("colocate", "debug_train_only", "debug_rollout_only", "rollout_external", "use_critic")
 _MISSING = object()
@@ -69,6 +74,29 @@ def _bool(args: Any, name: str) -> bool:
     if not isinstance(value, bool):
         raise ArgumentError(f"args.{name}: expected True or False, got {value!r}")
     return value
+
+
+def _accelerator(args: Any) -> str | None:
+    """The accelerator type ``args`` names: ``args.accelerator``, else ``args.device``."""
+    accelerator = getattr(args, "accelerator", None)
+    if accelerator is not None:
+        if not isinstance(accelerator, str):
+            raise ArgumentError(
+                f"args.accelerator: expected an accelerator type name, got {accelerator!r}"
+            )
+        return accelerator
+    device = getattr(args, "device", None)
+    if device is None:
+        return None
+    name = device.split(":")[0].lower() if isinstance(device, str) else None
+    if name == "cuda":
+        return None
+    if name not in DEVICE_ACCELERATORS:
+        raise ArgumentError(
+            f"args.device: expected a torch device of an accelerator (cuda, "
+            f"{', '.join(DEVICE_ACCELERATORS)}), got {device!r}"
+        )
+    return DEVICE_ACCELERATORS[name]
 
 
 def slime_dict(layout: SlimeLayout) -> dict[str, Any]:
@@ -103,6 +131,10 @@ def create_placement_groups(
         timeout_s: Limit for placing the group; None waits forever, as slime does (an
             autoscaler may be adding nodes).
 
+    The bundles reserve the accelerator type ``args.accelerator`` names (``ascend``), else
+    the one ``args.device`` names (``npu`` is Ascend, see :data:`DEVICE_ACCELERATORS`),
+    else the one type the cluster's nodes have.
+
     Returns:
         ``{"actor": (pg, bundle_indices, gpu_ids), "critic": <the actor's tuple or
         None>, "rollout": (pg, bundle_indices, gpu_ids)}``; the lists hold ints in
@@ -131,5 +163,6 @@ def create_placement_groups(
         cluster=cluster,
         cpus_per_bundle=cpus_per_bundle,
         timeout_s=timeout_s,
+        accelerator=_accelerator(args),
     )
     return slime_dict(layout)
