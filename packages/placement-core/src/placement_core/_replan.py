@@ -13,7 +13,7 @@ lost node whenever any assignment could.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
 from operator import attrgetter
@@ -194,7 +194,7 @@ def _moved(
 
 def _move(
     plan: Plan, held: Mapping[int, Mapping[str, list[int]]], chosen: Mapping[int, int]
-) -> tuple[dict[str, tuple[Placement, ...]], list[Move]]:
+) -> tuple[dict[str, Sequence[Placement]], list[Move]]:
     """The components with every lost node's processes on its spare, and the moves."""
     edited: dict[str, list[Placement]] = {}
     moves: list[Move] = []
