@@ -44,9 +44,12 @@ from .env import (
     CPU_AFFINITY_ENV,
     HARDWARE_CONFIG_ENV,
     HARDWARE_TYPE_ENV,
+    RANK_ENV_VARS,
     RESERVED_ENV_VARS,
     VISIBILITY_ENV_VARS,
+    check_user_env,
     hardware_env,
+    visibility_env,
     worker_env,
 )
 from .errors import (
@@ -59,6 +62,7 @@ from .errors import (
     Problem,
 )
 from .hardware import (
+    FROM_NODE_KEY,
     FrankaConfig,
     HardwareConfig,
     fill_from_node,
@@ -78,8 +82,10 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "CPU_AFFINITY_ENV",
+    "FROM_NODE_KEY",
     "HARDWARE_CONFIG_ENV",
     "HARDWARE_TYPE_ENV",
+    "RANK_ENV_VARS",
     "RAY_RESOURCES",
     "RESERVED_ENV_VARS",
     "VISIBILITY_ENV_VARS",
@@ -121,6 +127,7 @@ __all__ = [
     "attach_hardware",
     "build_space",
     "busy_accelerators",
+    "check_user_env",
     "config_json_schema",
     "derive_model_parallel",
     "fill_from_node",
@@ -147,5 +154,6 @@ __all__ = [
     "replan",
     "shared_ranks",
     "strided_rollout",
+    "visibility_env",
     "worker_env",
 ]

@@ -57,6 +57,8 @@ _NOT_A_BOOL = "expected true or false (yes/no/on/off are text in YAML 1.2)"
 
 Port = Annotated[int, Field(strict=True, ge=1, le=65535)]
 
+#: The key of a hardware config entry that names, per field, the environment variable the
+#: process on the device's node fills it from (``fill_from_node``).
 FROM_NODE_KEY = "from_node"
 """Key of a device's config entry mapping each field left out to the node's env var."""
 
