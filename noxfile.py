@@ -204,7 +204,7 @@ EXAMPLES_SUMMARY = """
 import sys
 from pathlib import Path
 from placement_core import PlacementError, load_config, plan
-from placement_core.model_parallel import derive_model_parallel, load_job, looks_model_parallel
+from placement_core._model_parallel import derive_model_parallel, load_job, looks_model_parallel
 from placement_core.render import render_map
 
 failed = 0

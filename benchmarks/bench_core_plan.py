@@ -57,8 +57,8 @@ def bench_config(num_nodes: int) -> dict[str, Any]:
 
 
 def _setup(num_nodes: int) -> tuple[Any, Any]:
-    from placement_core.config import load_config
-    from placement_core.inventory import Inventory
+    from placement_core._config import load_config
+    from placement_core._inventory import Inventory
 
     return load_config(bench_config(num_nodes)), Inventory.uniform(num_nodes, GPUS_PER_NODE)
 

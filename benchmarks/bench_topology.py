@@ -54,8 +54,8 @@ def _median_times(call: Callable[[], object], repeats: int) -> tuple[float, floa
 
 def _on_pcie(config: Any, box: Path) -> Any:
     """The example's inventory with every 8-GPU node replaced by the box's snapshot."""
-    from placement_core.inventory import Inventory
-    from placement_core.sources import inventory_for, node_from_snapshot
+    from placement_core._inventory import Inventory
+    from placement_core._sources import inventory_for, node_from_snapshot
 
     document = json.loads(box.read_text())
     nodes = []
@@ -68,8 +68,8 @@ def _on_pcie(config: Any, box: Path) -> Any:
 
 def _with_best(config: Any, inventory: Any) -> Any:
     """The config with ``topology: best`` on every unstrided rule over accelerators."""
-    from placement_core.sources import attach_hardware
-    from placement_core.spaces import SpaceKind, build_space
+    from placement_core._sources import attach_hardware
+    from placement_core._spaces import SpaceKind, build_space
 
     inventory = attach_hardware(inventory, config)
     rules = {}
@@ -82,7 +82,7 @@ def _with_best(config: Any, inventory: Any) -> Any:
 
 
 def _shares(result: Any) -> tuple[int, float, float]:
-    from placement_core.topology import crosses_socket, is_nvlink
+    from placement_core._topology_plan import crosses_socket, is_nvlink
 
     multi = [
         p
@@ -99,7 +99,7 @@ def _shares(result: Any) -> tuple[int, float, float]:
 
 def examples_table(repeats: int) -> None:
     from placement_core import plan
-    from placement_core.config import load_config
+    from placement_core._config import load_config
 
     print("per example on PCIe boxes: share of multi-GPU processes across sockets (SYS) and")
     print("on NVLink, as written (any) and with topology: best; median plan time")
@@ -126,9 +126,9 @@ def examples_table(repeats: int) -> None:
 
 def large_plan(num_nodes: int, repeats: int) -> bool:
     from placement_core import plan
-    from placement_core.config import load_config
-    from placement_core.inventory import Inventory
-    from placement_core.sources import node_from_snapshot
+    from placement_core._config import load_config
+    from placement_core._inventory import Inventory
+    from placement_core._sources import node_from_snapshot
 
     document = json.loads(BOXES["switches"].read_text())
     inventory = Inventory(

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from placement_core import config_json_schema, load_config, plan
-from placement_core.accelerators import (
+from placement_core._accelerators import (
     RAY_RESOURCES,
     VISIBILITY_ENV_VARS,
     accelerator_kind,
@@ -22,9 +22,9 @@ from placement_core.accelerators import (
     reserved_env_vars,
     unregister_accelerator,
 )
-from placement_core.env import check_user_env, visibility_env
-from placement_core.errors import ConfigError, PlacementRuleError
-from placement_core.sources import inventory_for
+from placement_core._env import check_user_env, visibility_env
+from placement_core._errors import ConfigError, PlacementRuleError
+from placement_core._sources import inventory_for
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from placement_core.cli import main
+from placement_core._cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 HETEROGENEOUS = str(EXAMPLES / "heterogeneous.yaml")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from placement_core.cli import main
+from placement_core._cli import main
 
 Run = Callable[..., tuple[int, str, str]]
 

@@ -16,10 +16,10 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from placement_core._config import ClusterConfig, ComponentRule, config_json_schema, load_config
+from placement_core._errors import ConfigError, PlacementRuleError
+from placement_core._hardware import FrankaConfig
 from placement_core._yamlio import line_of, yaml_lines
-from placement_core.config import ClusterConfig, ComponentRule, config_json_schema, load_config
-from placement_core.errors import ConfigError, PlacementRuleError
-from placement_core.hardware import FrankaConfig
 
 
 def cluster(**section: Any) -> dict[str, Any]:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from placement_core.config import load_config
-from placement_core.env import RESERVED_ENV_VARS
-from placement_core.errors import ConfigError, PlacementError, Problem
+from placement_core._config import load_config
+from placement_core._env import RESERVED_ENV_VARS
+from placement_core._errors import ConfigError, PlacementError, Problem
 
 
 def cluster(**section: Any) -> dict[str, Any]:
@@ -514,7 +514,7 @@ def test_stride_on_processes_that_span_resources_is_accepted() -> None:
 
 def test_stride_on_all_with_one_resource_per_process_fails_when_planned() -> None:
     from placement_core import plan
-    from placement_core.inventory import Inventory
+    from placement_core._inventory import Inventory
 
     rule = {"placement": "all:0-7", "stride": 2}
     config = load_config(cluster(num_nodes=1, component_placement={"rollout": rule}))
@@ -532,7 +532,7 @@ def test_unknown_key_in_a_rule_lists_every_rule_key() -> None:
 
 
 def test_a_rule_built_directly_is_checked_as_in_a_config() -> None:
-    from placement_core.config import ComponentRule
+    from placement_core._config import ComponentRule
 
     with pytest.raises(ValueError, match="stride 2 has no effect"):
         ComponentRule(key="rollout", placement="0-7", stride=2)

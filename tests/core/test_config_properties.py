@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement_core.config import load_config
-from placement_core.errors import ConfigError, Problem
+from placement_core._config import load_config
+from placement_core._errors import ConfigError, Problem
 
 KEYS = [
     "num_nodes", "component_placement", "node_groups", "inventory", "label", "node_ranks",

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from placement_core.config import load_config
-from placement_core.errors import ConfigError, Problem
+from placement_core._config import load_config
+from placement_core._errors import ConfigError, Problem
 
 BRIEF = """\
 cluster:

@@ -50,7 +50,7 @@ from placement_core import (
     packed,
     plan,
 )
-from placement_core.cli import main
+from placement_core._cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"

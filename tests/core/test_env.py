@@ -9,15 +9,15 @@ import dataclasses
 
 import pytest
 
-from placement_core.env import (
+from placement_core._env import (
     RESERVED_ENV_VARS,
     VISIBILITY_ENV_VARS,
     check_user_env,
     visibility_env,
     worker_env,
 )
-from placement_core.errors import PlacementRuleError
-from placement_core.records import Placement
+from placement_core._errors import PlacementRuleError
+from placement_core._records import Placement
 
 ISOLATED = Placement(
     rank=5,

@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from placement_core import ConfigError, PlacementSyntaxError, load_config, parse_rule, plan
-from placement_core.inventory import Inventory
+from placement_core._inventory import Inventory
 
 
 def _config(**cluster: object) -> dict[str, object]:
@@ -65,7 +65,7 @@ def test_a_repathed_syntax_error_still_pickles() -> None:
 def test_rank_lists_and_rules_read_an_item_with_one_grammar(
     item: str, span: tuple[int, int], words: str
 ) -> None:
-    from placement_core.ranks import parse_rank_list
+    from placement_core._ranks import parse_rank_list
 
     errors = []
     for parse in (parse_rank_list, parse_rule):

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import placement_core
-from placement_core.errors import PlacementError, Problem
+from placement_core._errors import PlacementError, Problem
 
 
 def _exception_classes() -> list[type[BaseException]]:
@@ -92,8 +92,8 @@ def test_concrete_errors_are_value_errors(cls: type[PlacementError]) -> None:
 
 def test_errors_survive_python_dash_o() -> None:
     code = (
-        "from placement_core.rules import parse_rule\n"
-        "from placement_core.errors import PlacementRuleError\n"
+        "from placement_core._rules import parse_rule\n"
+        "from placement_core._errors import PlacementRuleError\n"
         "try:\n"
         "    parse_rule('0-3:1-4')\n"
         "except PlacementRuleError as e:\n"

@@ -23,8 +23,8 @@ from placement_core import (
     plan_model_parallel,
 )
 from placement_core._limits import MAX_REFERENCE_DEPTH, MAX_RESOLVED_SIZE
+from placement_core._sources import inventory_for
 from placement_core.render import plan_to_dict, render_json, write_json
-from placement_core.sources import inventory_for
 
 from .test_hostile import assert_clean_failure, bounded, cli
 

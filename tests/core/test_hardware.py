@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from placement_core.config import load_config
-from placement_core.errors import ConfigError
-from placement_core.hardware import (
+from placement_core._config import load_config
+from placement_core._errors import ConfigError
+from placement_core._hardware import (
     FrankaConfig,
     HardwareConfig,
     hardware_model,

@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 
 from placement_core import plan
-from placement_core.config import load_config
-from placement_core.env import (
+from placement_core._config import load_config
+from placement_core._env import (
     HARDWARE_CONFIG_ENV,
     HARDWARE_TYPE_ENV,
     RESERVED_ENV_VARS,
     hardware_env,
 )
-from placement_core.errors import ConfigError
-from placement_core.inventory import Inventory
-from placement_core.render.json import plan_to_dict
+from placement_core._errors import ConfigError
+from placement_core._inventory import Inventory
+from placement_core.render._json import plan_to_dict
 
 ARM_0 = {"robot_ip": "10.0.0.1", "node_rank": 1, "camera_serials": [322142001230]}
 ARM_1 = {"robot_ip": "10.0.0.2", "node_rank": 1}

@@ -32,6 +32,7 @@ from placement_core import (
     load_config,
     plan,
 )
+from placement_core._cli import main
 from placement_core._limits import (
     MAX_ACCELERATOR_INDEX,
     MAX_ACCELERATORS_PER_NODE,
@@ -45,9 +46,8 @@ from placement_core._limits import (
     MAX_YAML_DEPTH,
     MAX_YAML_NODES,
 )
-from placement_core.cli import main
-from placement_core.ranks import parse_rank_list
-from placement_core.sources import inventory_for, node_from_snapshot
+from placement_core._ranks import parse_rank_list
+from placement_core._sources import inventory_for, node_from_snapshot
 
 MEMORY_CAP = 1 << 30  # bytes of address space for a bounded subprocess
 HANG_GUARD = 120  # seconds; a case that runs this long is a hang, not slowness
@@ -80,7 +80,7 @@ def error_of(call: str, *args: str) -> str:
         f"""
         import sys
         from placement_core import *
-        from placement_core.errors import PlacementError
+        from placement_core._errors import PlacementError
         try:
             {call}
         except PlacementError as error:
@@ -96,7 +96,7 @@ def error_of(call: str, *args: str) -> str:
 
 def cli(*argv: str) -> subprocess.CompletedProcess[str]:
     """The ``placement`` command in a bounded subprocess."""
-    return bounded("import sys; from placement_core.cli import main; sys.exit(main())", *argv)
+    return bounded("import sys; from placement_core._cli import main; sys.exit(main())", *argv)
 
 
 def assert_clean_failure(result: subprocess.CompletedProcess[str], status: int = 1) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from placement_core import ConfigError, Inventory, InventoryError, load_config
-from placement_core.cli import main
-from placement_core.inventory import MAX_ACCELERATORS_PER_NODE, MAX_NODES
-from placement_core.sources import inventory_for
+from placement_core._cli import main
+from placement_core._inventory import MAX_ACCELERATORS_PER_NODE, MAX_NODES
+from placement_core._sources import inventory_for
 
 
 def _cluster(**extra: object) -> dict[str, object]:

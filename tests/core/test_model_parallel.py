@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from placement_core import Inventory, Plan
-from placement_core.errors import ConfigError, PlacementRuleError
-from placement_core.model_parallel import (
+from placement_core._errors import ConfigError, PlacementRuleError
+from placement_core._model_parallel import (
     derive_model_parallel,
     load_job,
     looks_model_parallel,

@@ -21,7 +21,7 @@ from placement_core import (
     order_by_nvlink_domain,
     plan,
 )
-from placement_core.cli import main
+from placement_core._cli import main
 from placement_core.render import plan_to_dict, render_map, render_svg
 
 

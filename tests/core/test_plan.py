@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 
 from placement_core import Plan, plan
-from placement_core.config import load_config
-from placement_core.errors import (
+from placement_core._config import load_config
+from placement_core._errors import (
     ConfigError,
     InventoryError,
     PlacementError,
     PlacementRuleError,
     PlacementSyntaxError,
 )
-from placement_core.inventory import Accelerator, Inventory, Node
+from placement_core._inventory import Accelerator, Inventory, Node
 
 
 def cluster(num_nodes: int, placement: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from placement_core.config import load_config
-from placement_core.errors import ConfigError, Problem
+from placement_core._config import load_config
+from placement_core._errors import ConfigError, Problem
 
 
 def test_a_value_the_message_quotes_is_not_repeated() -> None:

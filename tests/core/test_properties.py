@@ -9,15 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from placement_core import plan
-from placement_core.config import load_config
-from placement_core.errors import PlacementRuleError
-from placement_core.inventory import Accelerator, Inventory, Node
-from placement_core.ranks import format_rank_list, parse_rank_list
-from placement_core.records import Placement, build_placements
-from placement_core.rules import parse_rule, resolve_rule
-from placement_core.sources import inventory_for
-from placement_core.spaces import build_space
-from placement_core.strategies import flexible, packed
+from placement_core._config import load_config
+from placement_core._errors import PlacementRuleError
+from placement_core._inventory import Accelerator, Inventory, Node
+from placement_core._ranks import format_rank_list, parse_rank_list
+from placement_core._records import Placement, build_placements
+from placement_core._rules import parse_rule, resolve_rule
+from placement_core._sources import inventory_for
+from placement_core._spaces import build_space
+from placement_core._strategies import flexible, packed
 
 SETTINGS = settings(max_examples=80, deadline=None)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from placement_core.errors import PlacementError, PlacementRuleError, PlacementSyntaxError
-from placement_core.ranks import format_rank_list, parse_rank_list
+from placement_core._errors import PlacementError, PlacementRuleError, PlacementSyntaxError
+from placement_core._ranks import format_rank_list, parse_rank_list
 
 NODES = range(10)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from placement_core import plan
-from placement_core.cli import main
+from placement_core._cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

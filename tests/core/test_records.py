@@ -11,11 +11,11 @@ import pickle
 
 import pytest
 
-from placement_core.inventory import Accelerator, Inventory, Node
-from placement_core.records import Placement, Placements, build_placements
-from placement_core.rules import parse_rule, resolve_rule
-from placement_core.spaces import build_space
-from placement_core.strategies import packed
+from placement_core._inventory import Accelerator, Inventory, Node
+from placement_core._records import Placement, Placements, build_placements
+from placement_core._rules import parse_rule, resolve_rule
+from placement_core._spaces import build_space
+from placement_core._strategies import packed
 
 
 def sample() -> Placement:
@@ -156,11 +156,11 @@ def test_device_index_is_minus_one_without_accelerators() -> None:
 
 
 def test_hardware_placements_name_their_hardware_type() -> None:
-    from placement_core.inventory import HardwareDevice
+    from placement_core._inventory import HardwareDevice
 
     arm = HardwareDevice("Franka", 0, {"robot_ip": "10.0.0.1"})
     inventory = Inventory((Node(0, "node-0", accelerators=(Accelerator(0),), hardware=(arm,)),))
-    from placement_core.spaces import SpaceKind, SpaceRun
+    from placement_core._spaces import SpaceKind, SpaceRun
 
     run = SpaceRun(0, 0, (0,), "franka", SpaceKind.HARDWARE, "Franka")
     (p,) = build_placements([(1, run, (0,))], inventory)

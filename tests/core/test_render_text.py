@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from placement_core import plan
-from placement_core.inventory import Accelerator, Inventory, Node
+from placement_core._inventory import Accelerator, Inventory, Node
 from placement_core.render import render_map, render_table
-from placement_core.render.map import component_codes
+from placement_core.render._map import component_codes
 
 
 def config(num_nodes: int, placement: dict[str, Any], **rest: Any) -> dict[str, Any]:

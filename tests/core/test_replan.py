@@ -19,7 +19,7 @@ from placement_core import (
     plan,
     replan,
 )
-from placement_core.sources import inventory_from_snapshots
+from placement_core._sources import inventory_from_snapshots
 
 SWITCHES = Path(__file__).parent / "data" / "snapshot_pcie_two_switches.json"
 

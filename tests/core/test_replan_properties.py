@@ -13,7 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from placement_core import Inventory, NoSpareError, PlacementRuleError, Plan, plan, replan
-from placement_core.inventory import Accelerator, Node
+from placement_core._inventory import Accelerator, Node
 
 SETTINGS = settings(max_examples=120, deadline=None)
 NODE_DERIVED = {"MASTER_ADDR"}

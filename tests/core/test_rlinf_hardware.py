@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from placement_core import plan
-from placement_core.config import load_config
-from placement_core.env import HARDWARE_CONFIG_ENV
-from placement_core.errors import ConfigError
-from placement_core.hardware import (
+from placement_core._config import load_config
+from placement_core._env import HARDWARE_CONFIG_ENV
+from placement_core._errors import ConfigError
+from placement_core._hardware import (
     FROM_NODE_KEY,
     DualFrankaConfig,
     FrankaConfig,
@@ -19,7 +19,7 @@ from placement_core.hardware import (
     hardware_model,
     registered_hardware,
 )
-from placement_core.inventory import Inventory
+from placement_core._inventory import Inventory
 from placement_core.render import render_json, render_map, render_table
 
 

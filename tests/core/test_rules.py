@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from placement_core.errors import PlacementError, PlacementRuleError, PlacementSyntaxError
-from placement_core.inventory import Inventory
-from placement_core.records import Placement, build_placements
-from placement_core.rules import Segment, parse_rule, resolve_rule
-from placement_core.spaces import build_space
+from placement_core._errors import PlacementError, PlacementRuleError, PlacementSyntaxError
+from placement_core._inventory import Inventory
+from placement_core._records import Placement, build_placements
+from placement_core._rules import Segment, parse_rule, resolve_rule
+from placement_core._spaces import build_space
 
 PATH = "cluster.component_placement.actor.placement"
 

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from placement_core import Plan, plan
-from placement_core.config import load_config
-from placement_core.errors import ConfigError
-from placement_core.inventory import Inventory
-from placement_core.strategies import flexible, packed
+from placement_core._config import load_config
+from placement_core._errors import ConfigError
+from placement_core._inventory import Inventory
+from placement_core._strategies import flexible, packed
 
 # Seed 001 ("示例配置"), verbatim.
 HETEROGENEOUS = """\

@@ -12,9 +12,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from placement_core.errors import InventoryError
-from placement_core.inventory import Fabric
-from placement_core.sources import inventory_from_snapshots, node_from_snapshot
+from placement_core._errors import InventoryError
+from placement_core._inventory import Fabric
+from placement_core._sources import inventory_from_snapshots, node_from_snapshot
 
 from .test_sources import snapshot
 
@@ -78,7 +78,7 @@ def test_the_schema_refuses_a_fabric_without_its_clique() -> None:
 
 
 def test_every_accelerator_key_of_the_schema_is_known_to_the_reader() -> None:
-    from placement_core.sources import _SnapshotAccelerator
+    from placement_core._sources import _SnapshotAccelerator
 
     schema = json.loads(SCHEMA_FILE.read_text())
     written = set(schema["$defs"]["accelerator"]["properties"])
@@ -157,7 +157,7 @@ def test_some_gpus_without_fabric_leave_the_node_without_domain() -> None:
 
 def test_node_from_snapshot_logs_the_domain_warning(caplog: pytest.LogCaptureFixture) -> None:
     data = tray(2, state="in_progress")
-    with caplog.at_level(logging.WARNING, logger="placement_core.sources"):
+    with caplog.at_level(logging.WARNING, logger="placement_core._sources"):
         node_from_snapshot(data, rank=5)
     assert "node 5 has no NVLink domain" in caplog.text
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from placement_core.config import load_config
-from placement_core.errors import InventoryError
-from placement_core.inventory import HardwareDevice, Inventory
-from placement_core.sources import (
+from placement_core._config import load_config
+from placement_core._errors import InventoryError
+from placement_core._inventory import HardwareDevice, Inventory
+from placement_core._sources import (
     attach_hardware,
     inventory_for,
     inventory_from_config,

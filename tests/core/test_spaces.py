@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from placement_core.config import ClusterConfig, load_config
-from placement_core.errors import PlacementRuleError
-from placement_core.inventory import Accelerator, HardwareDevice, Inventory, Node
-from placement_core.rules import parse_rule, resolve_rule
-from placement_core.spaces import SpaceKind, build_space, group_labels
+from placement_core._config import ClusterConfig, load_config
+from placement_core._errors import PlacementRuleError
+from placement_core._inventory import Accelerator, HardwareDevice, Inventory, Node
+from placement_core._rules import parse_rule, resolve_rule
+from placement_core._spaces import SpaceKind, build_space, group_labels
 
 
 def gpus(count: int, kind: str = "nvidia") -> tuple[Accelerator, ...]:

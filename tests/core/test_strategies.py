@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from placement_core.errors import PlacementRuleError
-from placement_core.inventory import Accelerator, Inventory, Node
-from placement_core.records import Placement
-from placement_core.spaces import build_space
-from placement_core.strategies import flexible, node, packed, strided_rollout
+from placement_core._errors import PlacementRuleError
+from placement_core._inventory import Accelerator, Inventory, Node
+from placement_core._records import Placement
+from placement_core._spaces import build_space
+from placement_core._strategies import flexible, node, packed, strided_rollout
 
 TWO_NODES = Inventory.uniform(2, 8)
 

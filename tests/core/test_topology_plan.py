@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from placement_core import Plan, _topology, plan
-from placement_core.config import load_config
-from placement_core.errors import ConfigError, InventoryError, PlacementRuleError
-from placement_core.inventory import Inventory
+from placement_core._config import load_config
+from placement_core._errors import ConfigError, InventoryError, PlacementRuleError
+from placement_core._inventory import Inventory
+from placement_core._sources import inventory_from_snapshots, node_from_snapshot
 from placement_core.render import plan_to_dict, render_map, render_table
-from placement_core.sources import inventory_from_snapshots, node_from_snapshot
 
 HERE = Path(__file__).parent
 BRIDGED = HERE / "data" / "snapshot_pcie_nvbridge.json"  # NVLink bridges 0-2, 1-3, 4-6, 5-7
@@ -150,7 +150,7 @@ def test_nodes_of_one_model_are_solved_once(monkeypatch: pytest.MonkeyPatch) -> 
         calls[0] += 1
         return real(*args)
 
-    monkeypatch.setattr("placement_core.topology.best_groups", counting)
+    monkeypatch.setattr("placement_core._topology_plan.best_groups", counting)
     result = planned({"placement": "0-399:0-199", "topology": "best"}, inventory(BRIDGED, 50))
     assert calls[0] == 1
     assert set(groups(result)) == {(0, 2), (1, 3), (4, 6), (5, 7)}

@@ -148,7 +148,7 @@ def test_placement_refuses_the_accelerators_a_snapshot_marks_faulty(
     use_node: UseNode, tmp_path: Path
 ) -> None:
     from placement_core import sources
-    from placement_core.errors import InventoryError
+    from placement_core._errors import InventoryError
 
     use_node("no-permission")  # GPU 1: no permission for its handle; GPU 3: lost
     result = subprocess.run(

@@ -64,7 +64,7 @@ def test_api_refuses_a_snapshot_that_could_not_read_its_accelerators(
     no_driver_snapshot: Path, whole_snapshot: Path
 ) -> None:
     from placement_core import inventory_for, load_config
-    from placement_core.errors import InventoryError
+    from placement_core._errors import InventoryError
 
     with pytest.raises(InventoryError) as caught:
         inventory_for(load_config(CONFIG), snapshots=[no_driver_snapshot, whole_snapshot])
@@ -98,7 +98,7 @@ def test_cli_plan_fails_naming_the_file_the_node_and_the_error(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from placement_core.cli import main
+    from placement_core._cli import main
 
     config = _write(tmp_path, "job.yaml", CONFIG)
     status = main(
@@ -117,7 +117,7 @@ def test_cli_validate_fails_too(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from placement_core.cli import main
+    from placement_core._cli import main
 
     config = _write(tmp_path, "job.yaml", CONFIG)
     inventory = [str(no_driver_snapshot), str(whole_snapshot)]
@@ -131,7 +131,7 @@ def test_cli_accept_partial_plans_and_warns_in_json(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from placement_core.cli import main
+    from placement_core._cli import main
 
     config = _write(tmp_path, "job.yaml", CONFIG)
     inventory = [str(no_driver_snapshot), str(whole_snapshot)]
@@ -145,7 +145,7 @@ def test_cli_accept_partial_plans_and_warns_in_json(
 def test_a_gpu_entry_with_an_error_is_left_out_only_when_accepted(
     nvml_backend: str, use_node: UseNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from placement_core.cli import main
+    from placement_core._cli import main
 
     use_node("no-permission")  # GPU 1: no permission for its handle; GPU 3: lost
     node0 = _write(tmp_path, "node0.json", _snapshot.take(nvml_backend).to_json())
@@ -162,7 +162,7 @@ def test_a_gpu_entry_with_an_error_is_left_out_only_when_accepted(
 def test_fewer_gpus_than_the_config_declares_is_a_warning_and_explains_a_rule(
     nvml_backend: str, use_node: UseNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from placement_core.cli import main
+    from placement_core._cli import main
 
     use_node(topology("pcie-4x-nvlink-bridges"))  # 4 GPUs where the config declares 8
     node0 = _write(tmp_path, "node0.json", _snapshot.take(nvml_backend).to_json())
@@ -179,7 +179,7 @@ def test_fewer_gpus_than_the_config_declares_is_a_warning_and_explains_a_rule(
 def test_fewer_snapshots_than_nodes_allowed_is_still_a_warning(
     whole_snapshot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from placement_core.cli import main
+    from placement_core._cli import main
 
     data = json.loads(whole_snapshot.read_text())
     data["node_rank"] = 0

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from ray.util.placement_group import placement_group_table
 
 from placement_core import plan
-from placement_core.inventory import Inventory
+from placement_core._inventory import Inventory
 from placement_ray._cluster import Cluster
 from placement_ray._colocation import (
     GpuShare,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from placement_core import plan
-from placement_core.inventory import Inventory
+from placement_core._inventory import Inventory
 from placement_ray.demo.run import GPUS_PER_NODE, NUM_NODES, Checks, _examples_dir, shown_path
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

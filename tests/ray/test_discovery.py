@@ -87,7 +87,7 @@ def test_inventory_ranks_follow_the_given_order_and_keep_ray_node_ids() -> None:
 
 
 def test_a_malformed_snapshot_names_the_node() -> None:
-    from placement_core.errors import InventoryError
+    from placement_core._errors import InventoryError
 
     bad = {**SNAPSHOT, "accelerators": [{**H100, "index": "x"}]}
     with pytest.raises(InventoryError, match=r"snapshot taken on node 0 \(n0\) is malformed"):

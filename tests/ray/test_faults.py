@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from ray.util.placement_group import placement_group_table
 
 from placement_core import plan, plan_from_assignments
-from placement_core.inventory import Inventory
+from placement_core._inventory import Inventory
 from placement_ray._cluster import Cluster
 from placement_ray._colocation import GpuShare, check_shares
 from placement_ray._feasibility import check_feasible

@@ -234,7 +234,7 @@ def test_nonexistent_interpreter_fails_before_anything_is_created(cluster: Clust
 
 
 def test_plan_made_offline_is_replanned_on_the_live_nodes(cluster: Cluster) -> None:
-    from placement_core.inventory import Inventory
+    from placement_core._inventory import Inventory
     from placement_ray._launch import _live_plan
 
     offline = plan(

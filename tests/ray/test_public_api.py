@@ -114,3 +114,22 @@ def test_generic_modules_do_not_import_slime_code(module: str) -> None:
         if isinstance(node, ast.ImportFrom)
     ]
     assert [m for m in imported if "slime" in m] == []
+
+
+def test_placement_ray_imports_only_public_names_of_core() -> None:
+    root = Path(placement_ray.__file__).parent
+    private = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "placement_core."
+            ):
+                if node.module != "placement_core.render":
+                    private.append(f"{path.relative_to(root)}: from {node.module} import ...")
+            if isinstance(node, ast.Import):
+                private += [
+                    f"{path.relative_to(root)}: import {alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("placement_core.")
+                ]
+    assert private == []

@@ -19,7 +19,7 @@ import ray
 from ray.util.placement_group import placement_group_table
 
 from placement_core import Accelerator, Inventory, Node, plan
-from placement_core.accelerators import VISIBILITY_ENV_VARS
+from placement_core._accelerators import VISIBILITY_ENV_VARS
 from placement_ray import (
     AcceleratorMismatchError,
     ArgumentError,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from placement_core import Plan, plan
-from placement_core.inventory import Inventory
+from placement_core._inventory import Inventory
 from placement_core.render._grid import Fold, fold_nodes
 
 if TYPE_CHECKING:

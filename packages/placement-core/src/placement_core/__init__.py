@@ -14,22 +14,17 @@ from __future__ import annotations
 
 import logging
 
-from ._assignments import plan_from_assignments
-from ._nvlink import order_by_nvlink_domain
-from ._plan import NodeOccupancy, Occupancy, Plan, plan
-from ._replan import Replan, replan
-from ._sharing import shared_ranks
-from ._spares import Move, Spares
-from ._version import __version__
-from .accelerators import (
+from ._accelerators import (
     RAY_RESOURCES,
     AcceleratorKind,
+    accelerator_kind,
     ray_resource,
     register_accelerator,
     registered_accelerators,
 )
-from .busy import BusyAccelerator, busy_accelerators
-from .config import (
+from ._assignments import plan_from_assignments
+from ._busy import BusyAccelerator, busy_accelerators
+from ._config import (
     AcceleratorSpec,
     ClusterConfig,
     ComponentRule,
@@ -40,7 +35,7 @@ from .config import (
     config_json_schema,
     load_config,
 )
-from .env import (
+from ._env import (
     CPU_AFFINITY_ENV,
     HARDWARE_CONFIG_ENV,
     HARDWARE_TYPE_ENV,
@@ -52,7 +47,7 @@ from .env import (
     visibility_env,
     worker_env,
 )
-from .errors import (
+from ._errors import (
     ConfigError,
     InventoryError,
     NoSpareError,
@@ -61,7 +56,7 @@ from .errors import (
     PlacementSyntaxError,
     Problem,
 )
-from .hardware import (
+from ._hardware import (
     FROM_NODE_KEY,
     FrankaConfig,
     HardwareConfig,
@@ -69,14 +64,20 @@ from .hardware import (
     register_hardware,
     registered_hardware,
 )
-from .inventory import Accelerator, AcceleratorProcess, Fabric, HardwareDevice, Inventory, Node
-from .model_parallel import ModelParallelLayout, derive_model_parallel, plan_model_parallel
-from .ranks import format_rank_list, parse_rank_list
-from .records import Placement, Placements
-from .rules import parse_rule
-from .sources import attach_hardware, inventory_for, inventory_from_snapshots, node_from_snapshot
-from .spaces import ResourceSpace, build_space
-from .strategies import flexible, node, packed, strided_rollout
+from ._inventory import Accelerator, AcceleratorProcess, Fabric, HardwareDevice, Inventory, Node
+from ._model_parallel import ModelParallelLayout, derive_model_parallel, plan_model_parallel
+from ._nvlink import order_by_nvlink_domain
+from ._plan import NodeOccupancy, Occupancy, Plan, plan
+from ._ranks import format_rank_list, parse_rank_list
+from ._records import Placement, Placements
+from ._replan import Replan, replan
+from ._rules import parse_rule
+from ._sharing import shared_ranks
+from ._sources import attach_hardware, inventory_for, inventory_from_snapshots, node_from_snapshot
+from ._spaces import ResourceSpace, build_space
+from ._spares import Move, Spares
+from ._strategies import flexible, node, packed, strided_rollout
+from ._version import __version__
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -124,6 +125,7 @@ __all__ = [
     "ResourceSpace",
     "Spares",
     "__version__",
+    "accelerator_kind",
     "attach_hardware",
     "build_space",
     "busy_accelerators",

@@ -13,12 +13,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from ._config import ClusterConfig, load_config
+from ._errors import PlacementRuleError
+from ._inventory import Inventory
 from ._plan import Plan
-from .config import ClusterConfig, load_config
-from .errors import PlacementRuleError
-from .inventory import Inventory
-from .ranks import format_rank_list
-from .records import Placement
+from ._ranks import format_rank_list
+from ._records import Placement
 
 __all__ = ["Assignment", "plan_from_assignments"]
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from ._errors import PlacementError, PlacementSyntaxError
+from ._hardware import HardwareConfig
 from ._problems import did_you_mean
+from ._ranks import format_rank_list
 from ._rule_grammar import parse_rule
 from ._shown import shown
 from ._validate import Issue, Part
 from ._vocab import RESERVED_LABELS, reserved_env_vars
-from .errors import PlacementError, PlacementSyntaxError
-from .hardware import HardwareConfig
-from .ranks import format_rank_list
 
 __all__ = [
     "RESERVED_LABELS",

@@ -13,8 +13,8 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
+from ._errors import Problem
 from ._shown import shown
-from .errors import Problem
 
 __all__ = ["control_problems", "terminal_text"]
 

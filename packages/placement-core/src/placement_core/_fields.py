@@ -13,13 +13,13 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, WithJsonSchema
 
 from ._checks import nodes, rule_syntax_error
+from ._errors import PlacementError, PlacementSyntaxError
 from ._limits import MAX_EXPANDED_RANKS
 from ._problems import Issues, issue
+from ._ranks import format_rank_list, parse_rank_list
 from ._scalars import is_int
 from ._shown import shown
 from ._validate import SKIPPED
-from .errors import PlacementError, PlacementSyntaxError
-from .ranks import format_rank_list, parse_rank_list
 
 __all__ = [
     "ALL_UNRESOLVED",

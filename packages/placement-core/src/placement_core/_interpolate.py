@@ -15,9 +15,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ._errors import ConfigError, Problem
 from ._limits import MAX_REFERENCE_DEPTH, MAX_RESOLVED_SIZE
 from ._shown import shown
-from .errors import ConfigError, Problem
 
 __all__ = ["MISSING", "JobDocument"]
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._controls import control_problems
+from ._errors import ConfigError, Problem
 from ._interpolate import JobDocument
 from ._models import ClusterConfig
 from ._shown import shown
@@ -20,7 +21,6 @@ from ._validate import build, walk
 from ._vocab import RLINF_CLUSTER_KEYS
 from ._vocab import ROOT_KEY as ROOT
 from ._yamlio import plain, read_document
-from .errors import ConfigError, Problem
 
 __all__ = ["check_source", "load_config"]
 

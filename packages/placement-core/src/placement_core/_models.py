@@ -10,7 +10,7 @@ model's ``checks``: functions of a :class:`~placement_core._validate.Part` (the 
 fields), run whether or not other fields are broken. :mod:`placement_core._validate`
 walks a document through these declarations in one pass; the JSON Schema is generated
 from them (:mod:`placement_core._schema`). Build a :class:`ClusterConfig` with
-:func:`placement_core.config.load_config`, which reports every problem with its YAML path.
+:func:`placement_core._config.load_config`, which reports every problem with its YAML path.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from ._checks import cross_check, group_check, unknown_group_message
+from ._errors import PlacementRuleError
 from ._fields import (
     RANK_BUDGET,
     EnvVars,
@@ -40,9 +41,12 @@ from ._fields import (
     PositiveInt,
     SpareRanks,
 )
+from ._hardware import HardwareConfig, hardware_model, registered_hardware
+from ._inventory import MAX_ACCELERATORS_PER_NODE, MAX_NODES
 from ._limits import MAX_EXPANDED_RANKS
 from ._nvlink_fields import DomainName, NvlinkGroup
 from ._problems import Issues, did_you_mean, issue, issues_from
+from ._ranks import format_rank_list
 from ._rule_grammar import parse_rule, spans_resources
 from ._shown import shown
 from ._validate import Check, ConfigModel, Issue, Part
@@ -53,10 +57,6 @@ from ._vocab import (
     NodeOrder,
     TopologyMode,
 )
-from .errors import PlacementRuleError
-from .hardware import HardwareConfig, hardware_model, registered_hardware
-from .inventory import MAX_ACCELERATORS_PER_NODE, MAX_NODES
-from .ranks import format_rank_list
 
 __all__ = [
     "AcceleratorSpec",
@@ -115,7 +115,7 @@ class ComponentRule(_Model):
             on each node (matters with node snapshots): ``any`` (index order, the
             default), ``best`` (the grouping with the best worst link) or ``nvlink``
             (``best``, and fail unless every process has NVLink between all its
-            accelerators). See :mod:`placement_core.topology`.
+            accelerators). See :mod:`placement_core._topology_plan`.
         numa_node: For node and hardware placements: run the processes on the CPUs of
             this NUMA node (split between the component's processes on each node).
         nvlink_group: Every ``nvlink_group`` consecutive processes (by rank) lie in one
@@ -211,7 +211,7 @@ class HardwareSpec(_Model):
 
     Attributes:
         type: A registered hardware type (``Franka``, or one added by
-            :func:`placement_core.hardware.register_hardware`).
+            :func:`placement_core._hardware.register_hardware`).
         configs: One config per device, validated by the type's model; each has a
             ``node_rank``. ``.model_dump()`` gives the device's settings.
     """

@@ -2,7 +2,7 @@
 
 See docs/concepts/nvlink-domains.md.
 
-A node's domain is :attr:`~placement_core.inventory.Node.nvlink_domain`; a node without
+A node's domain is :attr:`~placement_core._inventory.Node.nvlink_domain`; a node without
 one is a domain of its own. Three things use it:
 
 - ``cluster.node_order: nvlink_domain`` renumbers the inventory so each domain's nodes
@@ -20,12 +20,12 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
-from .errors import PlacementRuleError
-from .inventory import Inventory, Node
-from .ranks import format_rank_list
-from .records import Placement
-from .rules import Rule, parse_rule
-from .spaces import ResourceSpace
+from ._errors import PlacementRuleError
+from ._inventory import Inventory, Node
+from ._ranks import format_rank_list
+from ._records import Placement
+from ._rules import Rule, parse_rule
+from ._spaces import ResourceSpace
 
 __all__ = [
     "check_nvlink_groups",

@@ -30,25 +30,25 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
-from ._limits import MAX_PROCESSES
-from ._nvlink import check_nvlink_groups, domain_packed_rule, order_by_nvlink_domain
-from ._scalars import is_int
-from ._shown import shown
-from ._spares import Move, Spares, refuse_spares, spare_cover
-from .busy import busy_accelerators
-from .config import ClusterConfig, ComponentRule, load_config
-from .env import worker_env
-from .errors import (
+from ._busy import busy_accelerators
+from ._config import ClusterConfig, ComponentRule, load_config
+from ._env import worker_env
+from ._errors import (
     InventoryError,
     PlacementRuleError,
 )
-from .inventory import Inventory
-from .ranks import format_rank_list
-from .records import Placement, build_placements
-from .rules import Entry, Rule, parse_rule, resolve_rule
-from .sources import attach_hardware, explains_shortfalls, inventory_for
-from .spaces import ResourceSpace, SpaceKind, build_space
-from .topology import TopologySolver
+from ._inventory import Inventory
+from ._limits import MAX_PROCESSES
+from ._nvlink import check_nvlink_groups, domain_packed_rule, order_by_nvlink_domain
+from ._ranks import format_rank_list
+from ._records import Placement, build_placements
+from ._rules import Entry, Rule, parse_rule, resolve_rule
+from ._scalars import is_int
+from ._shown import shown
+from ._sources import attach_hardware, explains_shortfalls, inventory_for
+from ._spaces import ResourceSpace, SpaceKind, build_space
+from ._spares import Move, Spares, refuse_spares, spare_cover
+from ._topology_plan import TopologySolver
 
 __all__ = ["NodeOccupancy", "Occupancy", "Occupant", "Plan", "plan"]
 
@@ -249,7 +249,7 @@ class Plan:
     def _repr_html_(self) -> str:
         """The plan's picture in a notebook (Jupyter calls this)."""
         # Imported here: the renderers build on this module.
-        from .render.html import notebook_html
+        from .render._html import notebook_html
 
         return notebook_html(self)
 
@@ -327,10 +327,10 @@ def plan(
     """Plan every component of a config.
 
     Args:
-        config: A loaded config, or anything :func:`~placement_core.config.load_config`
+        config: A loaded config, or anything :func:`~placement_core._config.load_config`
             accepts (a path, a YAML string, a mapping).
         inventory: The nodes; None builds it from the config
-            (:func:`~placement_core.sources.inventory_for`). Hardware from the config's
+            (:func:`~placement_core._sources.inventory_for`). Hardware from the config's
             node groups is attached either way.
         colocate: Groups of component names allowed to share accelerators.
         max_processes: The most processes the plan may make, all components together

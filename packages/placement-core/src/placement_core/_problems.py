@@ -3,7 +3,7 @@
 Validators raise :class:`Issues` (a ``ValueError`` carrying several problems with paths
 relative to the value checked); pydantic records it at the value's location, and
 :func:`problems_from_validation_error` expands everything back into
-:class:`~placement_core.errors.Problem` entries with our messages, never pydantic's.
+:class:`~placement_core._errors.Problem` entries with our messages, never pydantic's.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import PlacementError, Problem
+from ._errors import PlacementError, Problem
 
 __all__ = ["Issues", "did_you_mean", "issue", "issues_from", "problems_from_validation_error"]
 

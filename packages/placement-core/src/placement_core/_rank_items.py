@@ -1,6 +1,6 @@
 """The one rank-item grammar of rank lists and placement rules.
 
-:mod:`placement_core.ranks` (``"0-3,8,all"``) and the rule grammar (each side of
+:mod:`placement_core._ranks` (``"0-3,8,all"``) and the rule grammar (each side of
 ``"0-15:0-3"``) read their items with :func:`read_item` (a list's items with
 :func:`rank_items`), on the one token of :mod:`placement_core._tokens`, so the same
 mistake gets the same caret error in both. Its options: whether ``all`` is allowed
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ._errors import PlacementSyntaxError
 from ._shown import shown
 from ._tokens import RANK_TOKEN, rank_int
-from .errors import PlacementSyntaxError
 
 __all__ = ["RankItem", "rank_items", "read_item"]
 

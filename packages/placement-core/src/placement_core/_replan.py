@@ -20,14 +20,14 @@ from operator import attrgetter
 from types import MappingProxyType
 
 from ._checks import nodes
+from ._errors import NoSpareError, PlacementError, PlacementRuleError
 from ._plan import Plan
+from ._ranks import format_rank_list, parse_rank_list
+from ._records import Placement
 from ._scalars import is_int
 from ._shown import shown
 from ._spares import Move, Profile, describe_profile, node_profile
-from .errors import NoSpareError, PlacementError, PlacementRuleError
-from .ranks import format_rank_list, parse_rank_list
-from .records import Placement
-from .topology import TopologySolver
+from ._topology_plan import TopologySolver
 
 __all__ = ["Replan", "replan"]
 

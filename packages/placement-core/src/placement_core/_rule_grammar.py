@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._errors import PlacementRuleError, PlacementSyntaxError
 from ._limits import MAX_RANK_DIGITS
 from ._rank_items import read_item
 from ._scalars import is_int
 from ._shown import shown, shown_digits
 from ._tokens import caret_block
-from .errors import PlacementRuleError, PlacementSyntaxError
 
 __all__ = ["Rule", "Segment", "check_divides", "parse_rule", "rule_error", "spans_resources"]
 

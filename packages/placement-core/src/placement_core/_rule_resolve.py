@@ -4,20 +4,20 @@ See docs/concepts/placement-language.md and docs/concepts/strategies.md#packed.
 
 The grammar (text to segments) is :mod:`placement_core._rule_grammar`; this module maps the
 segments of a parsed :class:`~placement_core._rule_grammar.Rule` onto a
-:class:`~placement_core.spaces.ResourceSpace`.
+:class:`~placement_core._spaces.ResourceSpace`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._errors import PlacementRuleError
 from ._rule_grammar import Rule, check_divides, rule_error
 from ._scalars import is_int
 from ._shown import shown
-from .errors import PlacementRuleError
 
 if TYPE_CHECKING:
-    from .spaces import ResourceSpace, SpaceRun
+    from ._spaces import ResourceSpace, SpaceRun
 
 __all__ = ["Entry", "resolve_rule"]
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._accelerators import registered_accelerators
+from ._hardware import hardware_model, registered_hardware
 from ._models import ClusterConfig, ComponentRule
 from ._vocab import RLINF_CLUSTER_KEYS
 from ._vocab import ROOT_KEY as ROOT
-from .accelerators import registered_accelerators
-from .hardware import hardware_model, registered_hardware
 
 __all__ = ["config_json_schema"]
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .inventory import Inventory
-from .records import Placement
+from ._inventory import Inventory
+from ._records import Placement
 
 __all__ = ["shared_ranks"]
 

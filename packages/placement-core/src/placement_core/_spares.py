@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ._checks import nodes
-from .config import ClusterConfig
-from .errors import PlacementRuleError
-from .inventory import Inventory
-from .ranks import format_rank_list
-from .spaces import ResourceSpace
+from ._config import ClusterConfig
+from ._errors import PlacementRuleError
+from ._inventory import Inventory
+from ._ranks import format_rank_list
+from ._spaces import ResourceSpace
 
 __all__ = [
     "Move",

@@ -1,7 +1,7 @@
 """Tokens shared by rank lists and placement rules, and the caret under a bad span.
 
 Nearly a leaf module (it imports only the leaf modules ``_limits`` and ``_shown``):
-:mod:`placement_core.ranks`, the rule grammar and the errors use it.
+:mod:`placement_core._ranks`, the rule grammar and the errors use it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Topology selection: link levels, the best grouping of a node's accelerators, CPU shares.
 
 Pure functions over accelerator indices and pairwise link labels; no inventory or plan
-knowledge (``topology.py`` applies them to plans).
+knowledge (``_topology_plan.py`` applies them to plans).
 
 Link labels are those of ``nvidia-smi topo -m`` as placement-native writes them:
 ``NV<n>`` (``n`` NVLinks, more is better), then the PCIe path from best to worst:

@@ -45,7 +45,7 @@ __all__ = [
     "reserved_env_vars",
 ]
 
-#: The built-in accelerator types (``placement_core.accelerators`` registers more).
+#: The built-in accelerator types (``placement_core._accelerators`` registers more).
 AcceleratorType = Literal["nvidia", "amd", "ascend", "intel", "musa", "kunlun", "gaudi"]
 ACCELERATOR_TYPES: tuple[str, ...] = get_args(AcceleratorType)
 
@@ -86,7 +86,7 @@ class Visibility:
 
 _CUDA = Visibility("CUDA_VISIBLE_DEVICES", ("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES",))
 
-# The registries behind the read-only views below; placement_core.accelerators adds to them.
+# The registries behind the read-only views below; placement_core._accelerators adds to them.
 _VISIBILITY: dict[str, Visibility] = {
     "nvidia": _CUDA,
     "kunlun": _CUDA,

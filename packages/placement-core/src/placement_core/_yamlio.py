@@ -27,10 +27,10 @@ from typing import Any
 
 import yaml
 
+from ._errors import ConfigError, Problem
 from ._files import FileRefused, read_text_file
 from ._limits import MAX_CONFIG_BYTES, MAX_INT_DIGITS, MAX_YAML_DEPTH, MAX_YAML_NODES
 from ._shown import shown
-from .errors import ConfigError, Problem
 
 __all__ = ["file_lines", "line_of", "plain", "read_document", "yaml_lines"]
 
@@ -301,7 +301,7 @@ def plain(value: Any, *, name: str = "<mapping>") -> Any:
 def yaml_lines(text: str, *, root: str = "cluster") -> dict[str, int]:
     """The 1-based line of every key and list item of a YAML config, by YAML path.
 
-    Paths use the format of :class:`~placement_core.errors.Problem` (``cluster.
+    Paths use the format of :class:`~placement_core._errors.Problem` (``cluster.
     node_groups[1].label``); a document without a top-level ``cluster:`` key is taken as
     the cluster section itself. Returns an empty dict when the text does not parse.
     """

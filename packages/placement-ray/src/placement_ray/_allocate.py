@@ -32,8 +32,7 @@ from ray.util.scheduling_strategies import (
     PlacementGroupSchedulingStrategy,
 )
 
-from placement_core import Node
-from placement_core.env import visibility_env
+from placement_core import Node, visibility_env
 
 from ._accelerators import other_visibility_vars, request_share
 from ._colocation import ShareLedger, validate_share

@@ -31,7 +31,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from placement_core.inventory import Inventory, Node
+from placement_core import Inventory, Node
 
 from ._colocation import ShareLedger
 from ._discovery import discover_inventory

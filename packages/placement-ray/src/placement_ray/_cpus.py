@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import os
 
-from placement_core import PlacementError, format_rank_list, parse_rank_list
-from placement_core.env import CPU_AFFINITY_ENV
+from placement_core import CPU_AFFINITY_ENV, PlacementError, format_rank_list, parse_rank_list
 
 from .errors import CpuBindingError
 

@@ -24,10 +24,15 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from placement_core.accelerators import RAY_RESOURCES, registered_accelerators
-from placement_core.errors import InventoryError
-from placement_core.inventory import Accelerator, Inventory, Node
-from placement_core.sources import node_from_snapshot
+from placement_core import (
+    RAY_RESOURCES,
+    Accelerator,
+    Inventory,
+    InventoryError,
+    Node,
+    node_from_snapshot,
+    registered_accelerators,
+)
 from placement_native import NODE_RANK_ENVS
 
 from ._node_order import NodeFacts, order_nodes

@@ -13,7 +13,7 @@ import math
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 
-from placement_core.accelerators import RAY_RESOURCES
+from placement_core import RAY_RESOURCES
 
 from .errors import ArgumentError, InfeasiblePlacementGroupError
 

@@ -35,16 +35,20 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from placement_core import Plan, busy_accelerators, plan, plan_from_assignments, shared_ranks
-from placement_core.config import ClusterConfig
-from placement_core.env import (
+from placement_core import (
     HARDWARE_CONFIG_ENV,
     HARDWARE_TYPE_ENV,
     RANK_ENV_VARS,
     VISIBILITY_ENV_VARS,
+    ClusterConfig,
+    Placement,
+    Plan,
+    busy_accelerators,
+    inventory_for,
+    plan,
+    plan_from_assignments,
+    shared_ranks,
 )
-from placement_core.records import Placement
-from placement_core.sources import inventory_for
 
 from ._accelerators import check_live_types, managed_by_ray, node_resource, refuse_fractions
 from ._allocate import Worker, check_interpreters

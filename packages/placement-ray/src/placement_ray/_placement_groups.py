@@ -27,7 +27,7 @@ from ray.util.placement_group import (
 )
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from placement_core.inventory import Node
+from placement_core import Node
 
 from ._accelerators import (
     accelerator_amount,

@@ -30,8 +30,7 @@ from typing import Any
 
 from ray.util.placement_group import PlacementGroup
 
-from placement_core import Placement, Plan
-from placement_core.env import visibility_env
+from placement_core import Placement, Plan, visibility_env
 
 from ._worker import COMPONENT_ENV, MASTER_PORT_BLOCK
 from .errors import ArgumentError

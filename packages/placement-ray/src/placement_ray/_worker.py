@@ -25,14 +25,15 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from placement_core.env import (
+from placement_core import (
     CPU_AFFINITY_ENV,
+    FROM_NODE_KEY,
     HARDWARE_CONFIG_ENV,
     HARDWARE_TYPE_ENV,
     RANK_ENV_VARS,
     VISIBILITY_ENV_VARS,
+    fill_from_node,
 )
-from placement_core.hardware import FROM_NODE_KEY, fill_from_node
 
 from ._cpus import bind_cpus, current_cpus
 from ._native import native_errors

@@ -60,7 +60,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from placement_core.errors import PlacementError
+from placement_core import PlacementError
 
 __all__ = [
     "AcceleratorMismatchError",

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
-from placement_core.accelerators import RAY_RESOURCES, ray_resource, registered_accelerators
+from placement_core import RAY_RESOURCES, ray_resource, registered_accelerators
 from placement_ray import ArgumentError, Cluster, ClusterError
 
 from ._discovery import ACCELERATOR_TYPE_LABEL

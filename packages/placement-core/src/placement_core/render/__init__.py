@@ -12,11 +12,11 @@
 
 from __future__ import annotations
 
-from .html import render_html
-from .json import plan_to_dict, render_json, write_json
-from .map import render_map
-from .svg import render_svg
-from .table import render_table
+from ._html import render_html
+from ._json import plan_to_dict, render_json, write_json
+from ._map import render_map
+from ._svg import render_svg
+from ._table import render_table
 
 __all__ = [
     "plan_to_dict",

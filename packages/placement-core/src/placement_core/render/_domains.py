@@ -7,9 +7,9 @@ join nodes of two domains (:func:`placement_core.render._grid.fold_nodes`).
 
 from __future__ import annotations
 
+from placement_core._inventory import Node
 from placement_core._plan import Plan
-from placement_core.inventory import Node
-from placement_core.ranks import format_rank_list
+from placement_core._ranks import format_rank_list
 
 __all__ = ["domain_bands", "renumbered_note"]
 

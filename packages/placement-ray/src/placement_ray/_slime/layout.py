@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from ray.util.placement_group import PlacementGroup
 
-from placement_core.accelerators import accelerator_kind, ray_resource, registered_accelerators
+from placement_core import accelerator_kind, ray_resource, registered_accelerators
 from placement_ray._cluster import Cluster
 from placement_ray._feasibility import check_feasible
 from placement_ray._placement_groups import (

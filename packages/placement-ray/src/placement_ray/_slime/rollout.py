@@ -20,9 +20,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from placement_core import Plan, plan_from_assignments, shared_ranks
-from placement_core.inventory import Inventory, Node
-from placement_core.strategies import strided_rollout
+from placement_core import (
+    Inventory,
+    Node,
+    Plan,
+    plan_from_assignments,
+    shared_ranks,
+    strided_rollout,
+)
 from placement_ray._allocate import Worker
 from placement_ray._cluster import Cluster
 from placement_ray._colocation import GpuShare, check_shares, validate_share

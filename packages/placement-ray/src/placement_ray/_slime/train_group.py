@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from placement_core import Plan, plan_from_assignments
-from placement_core.env import check_user_env
+from placement_core import Plan, check_user_env, plan_from_assignments
 from placement_ray._cluster import Cluster
 from placement_ray._colocation import GpuShare, ShareLedger, check_shares, validate_share
 from placement_ray._request import WorkerOptions, WorkerRequest, seat_for, worker_request

@@ -288,7 +288,7 @@ def _launch(
 ) -> None:
     import yaml
 
-    from placement_core.config import load_config
+    from placement_core import load_config
     from placement_ray import launch
 
     from .workers import DemoWorker

@@ -15,6 +15,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._errors import PlacementRuleError
+from ._records import Placement
 from ._vocab import (
     CPU_AFFINITY_ENV,
     HARDWARE_CONFIG_ENV,
@@ -26,8 +28,6 @@ from ._vocab import (
     Visibility,
     reserved_env_vars,
 )
-from .errors import PlacementRuleError
-from .records import Placement
 
 __all__ = [
     "CPU_AFFINITY_ENV",
@@ -80,7 +80,7 @@ def visibility_env(accelerator_type: str | None, ids: Sequence[int]) -> dict[str
         known = ", ".join(sorted(VISIBILITY_ENV_VARS))
         raise PlacementRuleError(
             f"no visibility variable is known for accelerator type {accelerator_type!r}; "
-            f"known types: {known} (placement_core.accelerators.register_accelerator adds one)",
+            f"known types: {known} (placement_core._accelerators.register_accelerator adds one)",
             path="accelerator_type",
         )
     env = {visibility.env_var: visibility.value(ids)}

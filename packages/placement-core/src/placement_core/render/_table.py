@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from placement_core._hardware import FROM_NODE_KEY
 from placement_core._plan import Plan
-from placement_core.hardware import FROM_NODE_KEY
-from placement_core.ranks import format_rank_list, parse_rank_list
-from placement_core.records import Placement
-from placement_core.topology import inventory_has_topology
+from placement_core._ranks import format_rank_list, parse_rank_list
+from placement_core._records import Placement
+from placement_core._topology_plan import inventory_has_topology
 
 from ._text import (
     HardwareNumbers,

@@ -22,10 +22,10 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from placement_core._env import CPU_AFFINITY_ENV, HARDWARE_TYPE_ENV, VISIBILITY_ENV_VARS
+from placement_core._inventory import Accelerator, Node
 from placement_core._plan import NodeOccupancy, Occupant, Plan
-from placement_core.env import CPU_AFFINITY_ENV, HARDWARE_TYPE_ENV, VISIBILITY_ENV_VARS
-from placement_core.inventory import Accelerator, Node
-from placement_core.ranks import format_rank_list
+from placement_core._ranks import format_rank_list
 
 from ._domains import domain_bands, renumbered_note
 from ._grid import Fold, component_codes, device_name, fold_nodes, occupants_label

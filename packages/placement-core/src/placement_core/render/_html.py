@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from placement_core._plan import Plan
 
-from .svg import HEADER_H, PlanPicture, render_svg, xml_escape
+from ._svg import HEADER_H, PlanPicture, render_svg, xml_escape
 
 __all__ = ["NOTEBOOK_MAX_NODES", "notebook_html", "render_html"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .inventory import Accelerator, AcceleratorProcess, Inventory
-from .records import Placement
+from ._inventory import Accelerator, AcceleratorProcess, Inventory
+from ._records import Placement
 
 __all__ = ["BusyAccelerator", "busy_accelerators"]
 

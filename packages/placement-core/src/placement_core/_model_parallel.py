@@ -46,16 +46,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ._config import ClusterConfig, ComponentRule, load_config
+from ._errors import ConfigError, Problem
 from ._interpolate import MISSING, JobDocument
+from ._inventory import Inventory
 from ._loader import check_source
 from ._plan import Plan, plan
+from ._rules import parse_rule
+from ._sources import attach_hardware, inventory_for
+from ._spaces import ResourceSpace, build_space
 from ._yamlio import plain, read_document
-from .config import ClusterConfig, ComponentRule, load_config
-from .errors import ConfigError, Problem
-from .inventory import Inventory
-from .rules import parse_rule
-from .sources import attach_hardware, inventory_for
-from .spaces import ResourceSpace, build_space
 
 __all__ = [
     "MODEL_PARALLEL_COMPONENTS",

@@ -7,10 +7,10 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
+from placement_core._inventory import Accelerator, Node
 from placement_core._plan import Plan
-from placement_core.inventory import Accelerator, Node
-from placement_core.records import Placement
-from placement_core.topology import inventory_has_topology
+from placement_core._records import Placement
+from placement_core._topology_plan import inventory_has_topology
 
 __all__ = ["JSON_SCHEMA_VERSION", "plan_to_dict", "render_json", "write_json"]
 

@@ -37,14 +37,14 @@ from dataclasses import dataclass
 from itertools import groupby
 from operator import attrgetter
 
+from ._errors import PlacementRuleError
+from ._inventory import Inventory, Node
+from ._ranks import format_rank_list, parse_rank_list
+from ._records import Placement, Placements
+from ._rules import Entry
+from ._spaces import SpaceKind
 from ._topology import best_groups, link_score, split_cpus, worst_label
 from ._vocab import TOPOLOGY_MODES, TopologyMode
-from .errors import PlacementRuleError
-from .inventory import Inventory, Node
-from .ranks import format_rank_list, parse_rank_list
-from .records import Placement, Placements
-from .rules import Entry
-from .spaces import SpaceKind
 
 __all__ = [
     "TOPOLOGY_MODES",

@@ -6,7 +6,7 @@ Each factory validates its arguments at once and returns a frozen strategy; the
 strategy's :meth:`place` turns it into placements for an inventory (and, for user node
 groups, the cluster config that defines them)::
 
-    >>> from placement_core.inventory import Inventory
+    >>> from placement_core._inventory import Inventory
     >>> [p.hardware_ranks for p in packed(0, 7, per_process=2, stride=2).place(
     ...     Inventory.uniform(1, 8))]
     [(0, 2), (1, 3), (4, 6), (5, 7)]
@@ -19,17 +19,17 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
+from ._errors import PlacementRuleError
+from ._inventory import Inventory
+from ._records import Placement, build_placements
+from ._rules import Entry
 from ._scalars import is_int
 from ._sharing import shared_ranks
 from ._shown import shown
-from .errors import PlacementRuleError
-from .inventory import Inventory
-from .records import Placement, build_placements
-from .rules import Entry
-from .spaces import ResourceSpace, SpaceRun, build_space, group_labels, node_runs
+from ._spaces import ResourceSpace, SpaceRun, build_space, group_labels, node_runs
 
 if TYPE_CHECKING:
-    from .config import ClusterConfig
+    from ._config import ClusterConfig
 
 __all__ = [
     "Flexible",

@@ -12,9 +12,9 @@ the map stops after ``max_nodes`` rows.
 
 from __future__ import annotations
 
+from placement_core._inventory import Node
 from placement_core._plan import NodeOccupancy, Plan
-from placement_core.inventory import Node
-from placement_core.topology import crosses_socket, inventory_has_topology
+from placement_core._topology_plan import crosses_socket, inventory_has_topology
 
 from ._domains import domain_bands, renumbered_note
 from ._grid import CROSSING, Fold, component_codes, device_name, fold_nodes, occupants_label

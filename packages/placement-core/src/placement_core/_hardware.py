@@ -30,9 +30,9 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from ._errors import ConfigError, Problem
 from ._problems import Issues
 from ._scalars import is_int
-from .errors import ConfigError, Problem
 
 __all__ = [
     "FROM_NODE_KEY",
@@ -356,7 +356,7 @@ def register_hardware(
             [
                 Problem(
                     where,
-                    "the config model must be a subclass of placement_core.hardware."
+                    "the config model must be a subclass of placement_core._hardware."
                     "HardwareConfig (it provides node_rank)",
                     config_model,
                 )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ._errors import ConfigError, PlacementRuleError, Problem
 from ._vocab import (
     _RAY_RESOURCES,
     _VISIBILITY,
@@ -30,7 +31,6 @@ from ._vocab import (
     Visibility,
     reserved_env_vars,
 )
-from .errors import ConfigError, PlacementRuleError, Problem
 
 __all__ = [
     "RAY_RESOURCES",

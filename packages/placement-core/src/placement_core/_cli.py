@@ -30,22 +30,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from ._config import ClusterConfig, config_json_schema, load_config
 from ._controls import terminal_text
+from ._errors import ConfigError, PlacementError
 from ._interpolate import JobDocument
+from ._inventory import MAX_ACCELERATORS_PER_NODE, Inventory
 from ._limits import MAX_PROBLEMS_SHOWN, MAX_PROCESSES
+from ._model_parallel import derive_model_parallel, load_job, looks_model_parallel
 from ._plan import Plan, plan
+from ._ranks import format_rank_list
 from ._replan import replan
 from ._shown import shown, shown_digits
+from ._sources import inventory_for
 from ._version import __version__
 from ._yamlio import file_lines, line_of, read_document
-from .config import ClusterConfig, config_json_schema, load_config
-from .errors import ConfigError, PlacementError
-from .inventory import MAX_ACCELERATORS_PER_NODE, Inventory
-from .model_parallel import derive_model_parallel, load_job, looks_model_parallel
-from .ranks import format_rank_list
 from .render import render_html, render_map, render_svg, render_table, write_json
 from .render._text import plural
-from .sources import inventory_for
 
 __all__ = ["build_parser", "main"]
 

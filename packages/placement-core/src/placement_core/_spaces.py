@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from ._errors import InventoryError, PlacementRuleError
+from ._inventory import Inventory, Node
 from ._shown import shown
-from .errors import InventoryError, PlacementRuleError
-from .inventory import Inventory, Node
 
 if TYPE_CHECKING:
-    from .config import ClusterConfig
+    from ._config import ClusterConfig
 
 __all__ = [
     "CLUSTER_GROUP",

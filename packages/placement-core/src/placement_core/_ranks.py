@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from ._errors import PlacementRuleError
 from ._limits import MAX_NODES
 from ._rank_items import rank_items
 from ._scalars import is_int
 from ._shown import shown, shown_digits
-from .errors import PlacementRuleError
 
 __all__ = ["format_rank_list", "parse_rank_list"]
 

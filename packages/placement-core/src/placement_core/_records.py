@@ -23,9 +23,9 @@ from itertools import chain, groupby, islice, repeat
 from operator import eq, itemgetter
 from typing import Any, overload
 
-from .inventory import Inventory
-from .rules import Entry
-from .spaces import SpaceKind
+from ._inventory import Inventory
+from ._rules import Entry
+from ._spaces import SpaceKind
 
 __all__ = ["Placement", "Placements", "build_placements"]
 

@@ -57,15 +57,10 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ._config import ClusterConfig
+from ._errors import InventoryError, PlacementError, PlacementRuleError
 from ._files import DuplicateKey, FileRefused, read_text_file, unique_keys
-from ._limits import MAX_ACCELERATOR_INDEX, MAX_ACCELERATORS_PER_NODE, MAX_SNAPSHOT_BYTES
-from ._problems import problems_from_validation_error
-from ._scalars import is_int
-from ._shown import shown
-from ._vocab import AcceleratorName
-from .config import ClusterConfig
-from .errors import InventoryError, PlacementError, PlacementRuleError
-from .inventory import (
+from ._inventory import (
     Accelerator,
     AcceleratorProcess,
     Fabric,
@@ -73,7 +68,12 @@ from .inventory import (
     Inventory,
     Node,
 )
-from .ranks import format_rank_list, parse_rank_list
+from ._limits import MAX_ACCELERATOR_INDEX, MAX_ACCELERATORS_PER_NODE, MAX_SNAPSHOT_BYTES
+from ._problems import problems_from_validation_error
+from ._ranks import format_rank_list, parse_rank_list
+from ._scalars import is_int
+from ._shown import shown
+from ._vocab import AcceleratorName
 
 __all__ = [
     "SNAPSHOT_SCHEMA",

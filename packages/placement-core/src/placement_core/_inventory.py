@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._errors import InventoryError
 from ._limits import MAX_ACCELERATOR_INDEX, MAX_ACCELERATORS_PER_NODE, MAX_NODES
 from ._scalars import is_int
 from ._shown import shown
-from .errors import InventoryError
 
 __all__ = [
     "MAX_ACCELERATORS_PER_NODE",
