@@ -102,7 +102,9 @@ def test_fitting_sizes_count_domains() -> None:
 
 
 @given(
-    nodes=st.lists(st.tuples(st.sampled_from([2, 4]), st.sampled_from(["a", "b", None])), max_size=8),
+    nodes=st.lists(
+        st.tuples(st.sampled_from([2, 4]), st.sampled_from(["a", "b", None])), max_size=8
+    ),
     actors=st.integers(0, 8),
     engine_size=st.sampled_from([1, 2, 4, 8, 16]),
     engine_count=st.integers(1, 3),

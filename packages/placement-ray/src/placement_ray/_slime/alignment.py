@@ -184,7 +184,8 @@ def align_engines(
     sizes = fitting_engine_sizes(
         capacity, start=start, rollouts=rollouts, total=total, domains=domains
     )
-    if domains is not None and _plan(capacity, start, rollouts, total, engine_size, None) is not None:
+    whole_nodes = _plan(capacity, start, rollouts, total, engine_size, None)
+    if domains is not None and whole_nodes is not None:
         raise _domain_error(capacity, domains, engine_size, rollouts, sizes)
     nodes = ", ".join(f"node {n}: {c}" for n, c in enumerate(capacity))
     fix = (
