@@ -260,12 +260,26 @@ def _pins(
     # A multi-node engine takes whole nodes: only the totals say what is whole.
     if engine_size <= max(ever, default=0):
         try:
-            pins = align_engines(now, engine_size=engine_size, **shape)
-            return pins, pins == align_engines(now, engine_size=1, **shape)
+            pins = _align(now, engine_size, shape, domains)
+            return pins, pins == _align(now, 1, shape)
         except EngineAlignmentError:
             pass
-    pins = align_engines(ever, engine_size=engine_size, domains=domains, **shape)
-    return pins, pins == align_engines(ever, engine_size=1, **shape)
+    pins = _align(ever, engine_size, shape, domains)
+    return pins, pins == _align(ever, 1, shape)
+
+
+def _align(
+    capacity: list[int], engine_size: int, shape: Mapping[str, int], domains: Domains = None
+) -> list[int]:
+    return align_engines(
+        capacity,
+        actors=shape["actors"],
+        start=shape["start"],
+        rollouts=shape["rollouts"],
+        total=shape["total"],
+        engine_size=engine_size,
+        domains=domains,
+    )
 
 
 def _check_engines(rollout: RoleBundles, engine_size: int, domains: Domains) -> None:
