@@ -237,14 +237,6 @@ def _capacities(cluster: Cluster, cpus_per_bundle: float) -> tuple[list[int], li
     return now, ever
 
 
-def _domains(cluster: Cluster) -> Domains:
-    """Per node rank, its NVLink domain (its rank where it has none); None where no node
-    names one."""
-    if all(n.nvlink_domain is None for n in cluster.nodes):
-        return None
-    return [n.nvlink_domain if n.nvlink_domain is not None else n.rank for n in cluster.nodes]
-
-
 def _pins(
     cluster: Cluster, cpus_per_bundle: float, engine_size: int, shape: Mapping[str, int]
 ) -> tuple[list[int], bool]:
@@ -256,15 +248,14 @@ def _pins(
     gives the same nodes, so Ray's own ``PACK`` may well place it without pins.
     """
     now, ever = _capacities(cluster, cpus_per_bundle)
-    domains = _domains(cluster)
     # A multi-node engine takes whole nodes: only the totals say what is whole.
     if engine_size <= max(ever, default=0):
         try:
-            pins = _align(now, engine_size, shape, domains)
+            pins = _align(now, engine_size, shape, _domains(cluster))
             return pins, pins == _align(now, 1, shape)
         except EngineAlignmentError:
             pass
-    pins = _align(ever, engine_size, shape, domains)
+    pins = _align(ever, engine_size, shape, _domains(cluster))
     return pins, pins == _align(ever, 1, shape)
 
 
@@ -280,6 +271,14 @@ def _align(
         engine_size=engine_size,
         domains=domains,
     )
+
+
+def _domains(cluster: Cluster) -> Domains:
+    """Per node rank, its NVLink domain (its rank where it has none); None where no node
+    names one."""
+    if all(n.nvlink_domain is None for n in cluster.nodes):
+        return None
+    return [n.nvlink_domain if n.nvlink_domain is not None else n.rank for n in cluster.nodes]
 
 
 def _check_engines(rollout: RoleBundles, engine_size: int, domains: Domains) -> None:
