@@ -72,7 +72,7 @@ def test_engines_no_domain_holds_are_an_error_naming_the_engine_and_domain_sizes
     message = str(caught.value)
     assert "1 engines of 8 GPUs span several nodes and must each stay within one NVLink" in message
     assert (
-        "NVLink domains: rack-a: 8 GPUs on nodes 0-1, rack-b: 4 GPUs on nodes 2, "
+        "NVLink domains: rack-a: 8 GPUs on nodes 0-1, rack-b: 4 GPUs on node 2, "
         "node 3 (no domain): 4 GPUs" in message
     )
     assert "engine sizes that fit: 1, 2, 4" in message

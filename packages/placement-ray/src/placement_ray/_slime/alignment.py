@@ -129,12 +129,13 @@ def fitting_engine_sizes(
 
 
 def describe_domains(capacity: Sequence[int], domains: Sequence[str | int]) -> str:
-    """The NVLink domains' sizes: ``rack-a: 8 GPUs on nodes 0-1, node 2 (no domain): 4``."""
+    """The NVLink domains' sizes: ``rack-a: 8 GPUs on nodes 0-1, node 2 (no domain): 4 GPUs``."""
     members: dict[str | int, list[int]] = {}
     for node, key in enumerate(domains):
         members.setdefault(key, []).append(node)
     return ", ".join(
-        f"{key}: {sum(capacity[n] for n in nodes)} GPUs on nodes {format_rank_list(nodes)}"
+        f"{key}: {sum(capacity[n] for n in nodes)} GPUs on node"
+        f"{'s' if len(nodes) > 1 else ''} {format_rank_list(nodes)}"
         if isinstance(key, str)
         else f"node {key} (no domain): {capacity[key]} GPUs"
         for key, nodes in members.items()
