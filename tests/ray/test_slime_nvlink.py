@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from placement_ray._slime.alignment import align_engines, fitting_engine_sizes
+from placement_ray._slime.layout import RoleBundles, _check_engines
 from placement_ray.errors import EngineAlignmentError
 
 
@@ -99,6 +100,29 @@ def test_fitting_sizes_count_domains() -> None:
         [4, 4, 4, 4], start=0, rollouts=16, total=16, domains=["a", "a", "b", "b"]
     )
     assert sizes == [1, 2, 4, 8]
+
+
+def two_node_engine() -> RoleBundles:
+    """One engine of 8 GPUs as Ray placed it: the whole of nodes 0 and 1."""
+    return RoleBundles(
+        role="rollout",
+        pg=None,  # type: ignore[arg-type]  # never used by the check
+        bundle_indices=tuple(range(8)),
+        node_ranks=(0,) * 4 + (1,) * 4,
+        node_ids=("n0",) * 4 + ("n1",) * 4,
+        gpu_ids=(0, 1, 2, 3) * 2,
+    )
+
+
+def test_an_engine_ray_placed_on_whole_nodes_of_two_domains_is_refused() -> None:
+    with pytest.raises(
+        EngineAlignmentError, match="landed on nodes \\[0, 1\\] of different NVLink"
+    ):
+        _check_engines(two_node_engine(), 8, ["rack-a", "rack-b"])
+
+
+def test_an_engine_on_whole_nodes_of_one_domain_is_kept() -> None:
+    _check_engines(two_node_engine(), 8, ["rack-a", "rack-a"])
 
 
 @given(
