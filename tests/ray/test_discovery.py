@@ -159,3 +159,33 @@ def test_workers_on_a_typed_node_get_its_visibility_variable(
     env = the_plan.env("actor", 0)
     assert (env[variable], env[noset]) == ("2,3", "1")
     assert "CUDA_VISIBLE_DEVICES" not in env
+
+
+def fabric(clique_id: int, state: str = "completed") -> dict[str, Any]:
+    """A snapshot accelerator's fabric entry of the NVL72 cluster ``c0ffee``."""
+    return {
+        "cluster_uuid": "c0ffee",
+        "clique_id": clique_id,
+        "state": state,
+        "status": "success",
+        "health_mask": 0,
+    }
+
+
+def test_the_live_inventory_keeps_each_nodes_nvlink_domain_and_fabric() -> None:
+    accelerators = [{**H100, "index": i, "uuid": f"GPU-{i}", "fabric": fabric(2)} for i in (0, 1)]
+    snapshot = {**SNAPSHOT, "accelerators": accelerators}
+    facts = NodeFacts("n0", "10.0.0.1", "gpu-a", resources={"GPU": 2, "CPU": 8}, snapshot=snapshot)
+    node = build_inventory([facts]).node(0)
+    assert node.nvlink_domain == "c0ffee/2"
+    assert [a.fabric.clique_id if a.fabric else None for a in node.accelerators] == [2, 2]
+
+
+def test_a_live_node_whose_gpus_are_not_all_registered_has_no_nvlink_domain() -> None:
+    accelerators = [
+        {**H100, "index": 0, "uuid": "GPU-0", "fabric": fabric(2)},
+        {**H100, "index": 1, "uuid": "GPU-1", "fabric": fabric(2, state="in_progress")},
+    ]
+    snapshot = {**SNAPSHOT, "accelerators": accelerators}
+    facts = NodeFacts("n0", "10.0.0.1", "gpu-a", resources={"GPU": 2, "CPU": 8}, snapshot=snapshot)
+    assert build_inventory([facts]).node(0).nvlink_domain is None

@@ -21,6 +21,7 @@ machine is never joined by accident.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 import time
@@ -472,6 +473,34 @@ class Cluster:
     def node_address(self, rank: int) -> str:
         """Address of the node of ``rank`` (core's ``Node.address``)."""
         return self.inventory.node(rank).address
+
+    def _numbered_as(self, inventory: Inventory) -> Cluster:
+        """This view with its nodes numbered as ``inventory`` (a plan's) numbers them.
+
+        A plan made with ``cluster.node_order: nvlink_domain`` renumbers the live nodes so
+        each NVLink domain's are consecutive; a launch of it speaks the plan's node ranks
+        everywhere (placement groups pinned per node, bundles, workers, lost nodes), so it
+        works on this renumbered view. The view shares the connection and the GPU share
+        ledger; it never owns the job's view nor a local Ray, so its ``shutdown`` leaves
+        both alone.
+
+        Raises:
+            ClusterError: ``inventory`` holds other nodes than this view.
+        """
+        if [n.node_id for n in inventory.nodes] == [n.node_id for n in self.nodes]:
+            return self
+        if sorted(n.node_id for n in inventory.nodes) != sorted(self._rank_of):
+            raise ClusterError(
+                f"the plan's {inventory.num_nodes} nodes are not job {self.job!r}'s "
+                f"{self.num_nodes} nodes; plan on cluster.inventory"
+            )
+        view = copy.copy(self)
+        view.inventory = inventory
+        view._rank_of = {n.node_id: n.rank for n in inventory.nodes}
+        view._owner = False
+        view.started_local = False
+        view._exported = {}
+        return view
 
     def alive_node_ids(self) -> set[str]:
         """Ray node ids of this job's nodes that are alive now."""

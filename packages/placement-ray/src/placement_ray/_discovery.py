@@ -230,12 +230,13 @@ def _from_snapshot(
     resources: Mapping[str, float],
     labels: Mapping[str, str] | None,
     rank: int,
-) -> tuple[tuple[Accelerator, ...], tuple[tuple[int, int, str], ...]]:
-    """The node's accelerators and their pairwise links (none without a snapshot)."""
+) -> tuple[tuple[Accelerator, ...], tuple[tuple[int, int, str], ...], str | None]:
+    """The node's accelerators (each with its NVLink fabric), their pairwise links and the
+    node's NVLink domain (no links and no domain without a snapshot)."""
     if snapshot and snapshot.get("accelerators"):
         node = node_from_snapshot(dict(snapshot), rank=rank)
-        return node.accelerators, node.links
-    return accelerators_from_ray(resources, labels), ()
+        return node.accelerators, node.links, node.nvlink_domain
+    return accelerators_from_ray(resources, labels), (), None
 
 
 def build_inventory(ordered: Sequence[NodeFacts]) -> Inventory:
@@ -248,7 +249,7 @@ def build_inventory(ordered: Sequence[NodeFacts]) -> Inventory:
     for rank, facts in enumerate(ordered):
         ray_gpus = float(facts.resources.get("GPU", 0.0))
         try:
-            accelerators, links = _from_snapshot(
+            accelerators, links, domain = _from_snapshot(
                 facts.snapshot, facts.resources, facts.labels, rank
             )
         except InventoryError as error:
@@ -280,6 +281,7 @@ def build_inventory(ordered: Sequence[NodeFacts]) -> Inventory:
                 cpus=cpus,
                 accelerators=accelerators,
                 links=links,
+                nvlink_domain=domain,
             )
         )
     return Inventory(tuple(nodes))

@@ -105,8 +105,11 @@ def _live_plan(
         return live
     check_live_types(source.inventory, cluster.inventory, _used_nodes(source))
     live_ids = [n.node_id for n in cluster.nodes]
-    if [n.node_id for n in source.inventory.nodes] == live_ids:
-        return source
+    planned_ids = [n.node_id for n in source.inventory.nodes]
+    if planned_ids == live_ids or (
+        source.config.node_order == "nvlink_domain" and sorted(planned_ids) == sorted(live_ids)
+    ):
+        return source  # the live nodes, maybe numbered by NVLink domain
     if source.assigned:
         raise ArgumentError(
             "plan: it was built from assignments for another inventory (node ids "
@@ -337,7 +340,8 @@ class Launch:
 
     Attributes:
         plan: The live plan that was launched.
-        cluster: The job's cluster view.
+        cluster: The job's cluster view, its nodes numbered as the plan numbers them
+            (by NVLink domain where the config's ``cluster.node_order`` asks).
         placement_groups: Node rank -> the placement group holding the plan's GPUs on
             that node (one per node, so a lost node takes only its own workers along).
         worker_groups: Component name -> its ``WorkerGroup``, in plan order.
@@ -528,6 +532,8 @@ def launch(
     if cluster is None:
         cluster = Cluster()
     the_plan = _live_plan(config_or_plan, cluster, colocate)
+    # From here on node ranks are the plan's (cluster.node_order: nvlink_domain renumbers).
+    cluster = cluster._numbered_as(the_plan.inventory)
     if not allow_busy:
         _refuse_busy(the_plan)
     components = list(the_plan.components)

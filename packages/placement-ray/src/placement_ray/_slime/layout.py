@@ -17,6 +17,7 @@ engines run elsewhere, so only the trainer's GPUs are reserved. Bundles are orde
 nodes that share an IP are never interleaved (slime sorts by IP and GPU id, which does).
 Each rollout engine keeps to one node (or to whole nodes): where filling nodes in order
 would split one, every bundle is pinned to a node chosen for that; see ``alignment``.
+Where the nodes name NVLink domains, an engine of several nodes takes nodes of one domain.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from placement_ray._placement_groups import (
 from placement_ray._rayapi import available_per_node
 from placement_ray.errors import ArgumentError, EngineAlignmentError, UnknownRoleError
 
-from .alignment import align_engines
+from .alignment import Domains, align_engines
 
 __all__ = [
     "RoleBundles",
@@ -280,18 +281,49 @@ def _pins(
     # A multi-node engine takes whole nodes: only the totals say what is whole.
     if engine_size <= max(ever, default=0):
         try:
-            pins = align_engines(now, engine_size=engine_size, **shape)
-            return pins, pins == align_engines(now, engine_size=1, **shape)
+            pins = _align(now, engine_size, shape, _domains(cluster))
+            return pins, pins == _align(now, 1, shape)
         except EngineAlignmentError:
             pass
-    pins = align_engines(ever, engine_size=engine_size, **shape)
-    return pins, pins == align_engines(ever, engine_size=1, **shape)
+    pins = _align(ever, engine_size, shape, _domains(cluster))
+    return pins, pins == _align(ever, 1, shape)
 
 
-def _check_engines(rollout: RoleBundles, engine_size: int) -> None:
-    """Each engine's bundles on one node, or on whole nodes of one engine only."""
+def _align(
+    capacity: list[int], engine_size: int, shape: Mapping[str, int], domains: Domains = None
+) -> list[int]:
+    return align_engines(
+        capacity,
+        actors=shape["actors"],
+        start=shape["start"],
+        rollouts=shape["rollouts"],
+        total=shape["total"],
+        engine_size=engine_size,
+        domains=domains,
+    )
+
+
+def _domains(cluster: Cluster) -> Domains:
+    """Per node rank, its NVLink domain (its rank where it has none); None where no node
+    names one."""
+    if all(n.nvlink_domain is None for n in cluster.nodes):
+        return None
+    return [n.nvlink_domain if n.nvlink_domain is not None else n.rank for n in cluster.nodes]
+
+
+def _check_engines(rollout: RoleBundles, engine_size: int, domains: Domains) -> None:
+    """Each engine's bundles on one node, or on whole nodes of one engine only (and of one
+    NVLink domain)."""
     for first in range(0, len(rollout), engine_size):
         nodes = rollout.node_ranks[first : first + engine_size]
+        if domains is not None and len({domains[n] for n in nodes}) > 1:
+            raise EngineAlignmentError(
+                f"rollout_num_gpus_per_engine: engine {first // engine_size} of "
+                f"{engine_size} GPUs landed on nodes {sorted(set(nodes))} of different "
+                "NVLink domains; only with strategy 'PACK' or 'SPREAD' are bundles pinned "
+                "so that each engine keeps to one domain",
+                problems=[f"engine {first // engine_size} straddles NVLink domains"],
+            )
         if len(set(nodes)) > 1 and any(
             nodes.count(n) != rollout.node_ranks.count(n) for n in set(nodes)
         ):
@@ -327,9 +359,9 @@ def create_placement_groups(
 
     Unlike slime, which slices its ordered bundles by position whatever the nodes, every
     bundle is pinned to a node chosen so that each rollout engine of
-    ``rollout_num_gpus_per_engine`` GPUs keeps to one node (or spans whole nodes); where
-    no such choice exists, this fails before anything is reserved and names the engine
-    sizes that would fit.
+    ``rollout_num_gpus_per_engine`` GPUs keeps to one node (or spans whole nodes, of one
+    NVLink domain where the nodes name domains); where no such choice exists, this fails
+    before anything is reserved and names the engine sizes that would fit.
 
     Args:
         actor_num_nodes: Trainer nodes.
@@ -360,7 +392,8 @@ def create_placement_groups(
         ArgumentError: bad counts or flags, or no single accelerator type to reserve.
         InfeasiblePlacementGroupError: the cluster can never hold the group.
         EngineAlignmentError: it can, but not with every engine within a node (or whole
-            nodes); the message lists the engine sizes that fit.
+            nodes of one NVLink domain); the message lists the engine sizes that fit (and
+            each domain's size).
         PlacementGroupTimeoutError: it was not placed in time (and was removed).
     """
     mode, total, actors, start, rollouts = slime_bundle_counts(
@@ -403,7 +436,7 @@ def create_placement_groups(
     slots = group.slots
     rollout = RoleBundles.from_slots("rollout", group.pg, slots[start : start + rollouts])
     try:
-        _check_engines(rollout, engine_size)
+        _check_engines(rollout, engine_size, _domains(cluster))
     except EngineAlignmentError:
         group.remove()
         if not pinnable or pins is not None:

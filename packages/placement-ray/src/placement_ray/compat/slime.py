@@ -13,8 +13,8 @@ The function only translates: it reads the attributes slime's own function reads
 "rollout": (pg, bundle_indices, gpu_ids)}`` with lists of ints in (node, GPU) order, as
 slime does: the actor's lists cover the whole group, the rollout's start where slime's
 table says. The layout itself differs from slime's on purpose where slime would split a
-rollout engine across nodes: each engine keeps to one node (see the guide "Coming from
-slime").
+rollout engine across nodes: each engine keeps to one node, or to whole nodes of one
+NVLink domain (see the guide "Coming from slime").
 """
 
 from __future__ import annotations
@@ -144,8 +144,9 @@ def create_placement_groups(
         ArgumentError: an attribute is missing or of the wrong type (named as
             ``args.<name>``), or the flags contradict each other.
         InfeasiblePlacementGroupError: the cluster can never hold the group.
-        EngineAlignmentError: the rollout engines cannot each keep to one node here; the
-            message lists the engine sizes that fit.
+        EngineAlignmentError: the rollout engines cannot each keep to one node (or to
+            whole nodes of one NVLink domain) here; the message lists the engine sizes
+            that fit.
         PlacementGroupTimeoutError: not placed within ``timeout_s`` (and removed).
     """
     flags = {name: _bool(args, name) for name in _FLAGS}
