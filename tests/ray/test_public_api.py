@@ -121,11 +121,12 @@ def test_placement_ray_imports_only_public_names_of_core() -> None:
     private = []
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-                "placement_core."
+            if (
+                isinstance(node, ast.ImportFrom)
+                and (node.module or "").startswith("placement_core.")
+                and node.module != "placement_core.render"
             ):
-                if node.module != "placement_core.render":
-                    private.append(f"{path.relative_to(root)}: from {node.module} import ...")
+                private.append(f"{path.relative_to(root)}: from {node.module} import ...")
             if isinstance(node, ast.Import):
                 private += [
                     f"{path.relative_to(root)}: import {alias.name}"
