@@ -100,7 +100,7 @@ def test_model_must_derive_from_hardware_config() -> None:
     class Plain(BaseModel):
         node_rank: int
 
-    with pytest.raises(ConfigError, match=r"subclass of placement_core\.hardware\.HardwareConfig"):
+    with pytest.raises(ConfigError, match=r"subclass of placement_core\.HardwareConfig"):
         register_hardware("Plain", Plain)  # type: ignore[arg-type]
 
 

@@ -5,7 +5,7 @@ See docs/concepts/cluster-config.md and docs/concepts/placement-language.md.
 ``load_config`` reads a path, a YAML string or a mapping (a Hydra/OmegaConf-composed dict) and
 returns a frozen :class:`ClusterConfig`. Every config rule (docs/concepts/cluster-config.md) is
 checked, and every problem of one config is reported together in one
-:class:`~placement_core._errors.ConfigError` whose :class:`~placement_core._errors.Problem` entries
+:class:`~placement_core.ConfigError` whose :class:`~placement_core.Problem` entries
 carry YAML paths such as ``cluster.node_groups[1].env_configs[0].node_ranks``.
 
 This module is the public face of the private modules that do the work: the models, where

@@ -80,7 +80,7 @@ def visibility_env(accelerator_type: str | None, ids: Sequence[int]) -> dict[str
         known = ", ".join(sorted(VISIBILITY_ENV_VARS))
         raise PlacementRuleError(
             f"no visibility variable is known for accelerator type {accelerator_type!r}; "
-            f"known types: {known} (placement_core._accelerators.register_accelerator adds one)",
+            f"known types: {known} (placement_core.register_accelerator adds one)",
             path="accelerator_type",
         )
     env = {visibility.env_var: visibility.value(ids)}

@@ -356,8 +356,8 @@ def register_hardware(
             [
                 Problem(
                     where,
-                    "the config model must be a subclass of placement_core._hardware."
-                    "HardwareConfig (it provides node_rank)",
+                    "the config model must be a subclass of placement_core.HardwareConfig (it "
+                    "provides node_rank)",
                     config_model,
                 )
             ]

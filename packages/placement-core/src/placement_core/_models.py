@@ -10,7 +10,7 @@ model's ``checks``: functions of a :class:`~placement_core._validate.Part` (the 
 fields), run whether or not other fields are broken. :mod:`placement_core._validate`
 walks a document through these declarations in one pass; the JSON Schema is generated
 from them (:mod:`placement_core._schema`). Build a :class:`ClusterConfig` with
-:func:`placement_core._config.load_config`, which reports every problem with its YAML path.
+:func:`placement_core.load_config`, which reports every problem with its YAML path.
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ class HardwareSpec(_Model):
 
     Attributes:
         type: A registered hardware type (``Franka``, or one added by
-            :func:`placement_core._hardware.register_hardware`).
+            :func:`placement_core.register_hardware`).
         configs: One config per device, validated by the type's model; each has a
             ``node_rank``. ``.model_dump()`` gives the device's settings.
     """

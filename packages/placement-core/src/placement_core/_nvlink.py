@@ -2,7 +2,7 @@
 
 See docs/concepts/nvlink-domains.md.
 
-A node's domain is :attr:`~placement_core._inventory.Node.nvlink_domain`; a node without
+A node's domain is :attr:`~placement_core.Node.nvlink_domain`; a node without
 one is a domain of its own. Three things use it:
 
 - ``cluster.node_order: nvlink_domain`` renumbers the inventory so each domain's nodes

@@ -327,10 +327,10 @@ def plan(
     """Plan every component of a config.
 
     Args:
-        config: A loaded config, or anything :func:`~placement_core._config.load_config`
+        config: A loaded config, or anything :func:`~placement_core.load_config`
             accepts (a path, a YAML string, a mapping).
         inventory: The nodes; None builds it from the config
-            (:func:`~placement_core._sources.inventory_for`). Hardware from the config's
+            (:func:`~placement_core.inventory_for`). Hardware from the config's
             node groups is attached either way.
         colocate: Groups of component names allowed to share accelerators.
         max_processes: The most processes the plan may make, all components together

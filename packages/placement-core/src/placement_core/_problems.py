@@ -3,7 +3,7 @@
 Validators raise :class:`Issues` (a ``ValueError`` carrying several problems with paths
 relative to the value checked); pydantic records it at the value's location, and
 :func:`problems_from_validation_error` expands everything back into
-:class:`~placement_core._errors.Problem` entries with our messages, never pydantic's.
+:class:`~placement_core.Problem` entries with our messages, never pydantic's.
 """
 
 from __future__ import annotations

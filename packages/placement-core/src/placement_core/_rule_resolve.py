@@ -4,7 +4,7 @@ See docs/concepts/placement-language.md and docs/concepts/strategies.md#packed.
 
 The grammar (text to segments) is :mod:`placement_core._rule_grammar`; this module maps the
 segments of a parsed :class:`~placement_core._rule_grammar.Rule` onto a
-:class:`~placement_core._spaces.ResourceSpace`.
+:class:`~placement_core.ResourceSpace`.
 """
 
 from __future__ import annotations

@@ -301,7 +301,7 @@ def plain(value: Any, *, name: str = "<mapping>") -> Any:
 def yaml_lines(text: str, *, root: str = "cluster") -> dict[str, int]:
     """The 1-based line of every key and list item of a YAML config, by YAML path.
 
-    Paths use the format of :class:`~placement_core._errors.Problem` (``cluster.
+    Paths use the format of :class:`~placement_core.Problem` (``cluster.
     node_groups[1].label``); a document without a top-level ``cluster:`` key is taken as
     the cluster section itself. Returns an empty dict when the text does not parse.
     """

@@ -1,7 +1,7 @@
 """Which Ray resource holds a node's accelerators, and how a request for a share is spelled.
 
 A bundle reserves one device with the Ray resource of the node's accelerator type (core's
-table, :func:`placement_core._accelerators.ray_resource`): ``GPU`` for NVIDIA, AMD and
+table, :func:`placement_core.ray_resource`): ``GPU`` for NVIDIA, AMD and
 Intel, ``NPU`` for Ascend, ``HPU`` for Gaudi, a custom resource for the others. Ray spells
 a GPU request ``num_gpus`` and every other one ``resources={name: amount}``; Ray records
 device ids only for the resources its accelerator managers own (a custom resource such as
