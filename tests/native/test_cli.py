@@ -122,7 +122,7 @@ def test_python_dash_m_runs_the_cli(use_node: UseNode) -> None:
 def test_snapshot_json_is_what_placement_plan_inventory_reads(
     use_node: UseNode, tmp_path: Path, machine: str
 ) -> None:
-    from placement_core import sources  # both native sessions install core for this test
+    from placement_core import node_from_snapshot  # both native sessions install core
 
     use_node(machine)
     result = subprocess.run(
@@ -134,7 +134,7 @@ def test_snapshot_json_is_what_placement_plan_inventory_reads(
     )
     path = tmp_path / "node.json"
     path.write_text(result.stdout)
-    node = sources.node_from_snapshot(path, rank=0)
+    node = node_from_snapshot(path, rank=0)
     written = json.loads(result.stdout)
     assert [a.index for a in node.accelerators] == [a["index"] for a in written["accelerators"]]
     assert [a.uuid for a in node.accelerators] == [a["uuid"] for a in written["accelerators"]]
@@ -147,7 +147,7 @@ def test_snapshot_json_is_what_placement_plan_inventory_reads(
 def test_placement_refuses_the_accelerators_a_snapshot_marks_faulty(
     use_node: UseNode, tmp_path: Path
 ) -> None:
-    from placement_core import sources
+    from placement_core import node_from_snapshot
     from placement_core._errors import InventoryError
 
     use_node("no-permission")  # GPU 1: no permission for its handle; GPU 3: lost
@@ -161,5 +161,5 @@ def test_placement_refuses_the_accelerators_a_snapshot_marks_faulty(
     path = tmp_path / "node.json"
     path.write_text(result.stdout)
     with pytest.raises(InventoryError, match="node 0: accelerator 1 failed a query") as caught:
-        sources.node_from_snapshot(path, rank=0)
+        node_from_snapshot(path, rank=0)
     assert "NO_PERMISSION" in caught.value.reason

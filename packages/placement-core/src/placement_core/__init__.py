@@ -159,3 +159,11 @@ __all__ = [
     "visibility_env",
     "worker_env",
 ]
+
+# Tracebacks and reprs name an error where users import it from, not its private module;
+# pickle finds it there too.
+for _name in __all__:
+    _value = globals()[_name]
+    if isinstance(_value, type) and issubclass(_value, BaseException):
+        _value.__module__ = __name__
+del _name, _value
