@@ -16,8 +16,9 @@
  *
  * Topology file, one directive per line ('#' starts a comment):
  *   init CODE                      nvmlInit's return code (default 0)
- *   init_delay_us N                what every nvmlInit costs, spent busy (default 0): a
- *                                  real driver's init and shutdown cost about 10 ms
+ *   init_delay_us N                what every nvmlInit costs, in microseconds of CPU time
+ *                                  spent busy (default 0): a real driver's init and
+ *                                  shutdown cost about 10 ms
  *   count_error CODE               nvmlDeviceGetCount_v2's return code
  *   count N                        the device count answered, whatever GPUs are declared
  *                                  (handles past the declared ones: INVALID_ARGUMENT)
@@ -408,15 +409,16 @@ static void churn(fake_gpu *g)
     g->churned = restart ? 0 : g->churned + g->churn;
 }
 
-/* Spend init_delay_us on the CPU, as a real driver's init does in its ioctls. */
+/* Spend init_delay_us of the calling thread's CPU time, as a real driver's init does in
+ * its ioctls (CPU time, not the wall clock: a loaded machine must not shorten it). */
 static void init_cost(void)
 {
     struct timespec start, now;
     if (init_delay_us <= 0)
         return;
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
     do
-        clock_gettime(CLOCK_MONOTONIC, &now);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
     while ((now.tv_sec - start.tv_sec) * 1000000LL + (now.tv_nsec - start.tv_nsec) / 1000 <
            init_delay_us);
 }
