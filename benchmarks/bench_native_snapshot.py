@@ -124,11 +124,13 @@ def _snapshot_rows(
     "judged", "worst" or "")."""
     from placement_native import _snapshot
 
-    if snapshots is None:
-        snapshots = (lambda: _snapshot.take("cffi"), lambda: _snapshot.take("purepython"))
+    fast, slow = snapshots or (
+        lambda: _snapshot.take("cffi"),
+        lambda: _snapshot.take("purepython"),
+    )
     with fake_nvml(machine):
-        wall = _alternating(*snapshots, args.rounds, args.batch)
-        cpu = _alternating(*snapshots, args.rounds, args.batch, clock=time.process_time)
+        wall = _alternating(fast, slow, args.rounds, args.batch)
+        cpu = _alternating(fast, slow, args.rounds, args.batch, clock=time.process_time)
     _snapshot.release_nvml()  # the next machine's snapshots start without a session
     return [(label, *wall, ""), (f"{label}, CPU time", *cpu, role)]
 
@@ -177,15 +179,15 @@ def main(argv: list[str] | None = None) -> int:
             print("the two backends disagree on the benchmark node", file=sys.stderr)
             return 1
         sysfs = _host.sysfs_root()
-        ours, theirs = _nvml_cffi.CffiReader(), _nvml_pynvml.PynvmlReader()
+        compiled, fallback = _nvml_cffi.CffiReader(), _nvml_pynvml.PynvmlReader()
         read = _alternating(
-            lambda: ours.read(str(fake.library), sysfs),
-            lambda: theirs.read(str(fake.library), sysfs),
+            lambda: compiled.read(str(fake.library), sysfs),
+            lambda: fallback.read(str(fake.library), sysfs),
             args.rounds,
             args.batch,
         )
-        ours.close()
-        theirs.close()
+        compiled.close()
+        fallback.close()
         _snapshot.release_nvml()
     rows: list[Row] = [
         *_snapshot_rows(_busy(topology("dgx-h100")), "busy DGX H100", "judged", args),

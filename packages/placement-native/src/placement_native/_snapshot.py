@@ -168,7 +168,10 @@ def snapshot(*, strict: bool = False) -> NodeSnapshot:
     """Everything placement needs to know about this node, read in one go.
 
     NVML is read in one call into C (or, with the pure-Python backend, through
-    nvidia-ml-py). A GPU that refuses a query (``NO_PERMISSION``, ``GPU_IS_LOST``) is still
+    nvidia-ml-py). The first snapshot initialises NVML and keeps it initialised for
+    the process (``release_nvml()`` gives it back; so does the interpreter's exit): a
+    failed init is tried again by the next snapshot, and a session the driver dropped is
+    initialised again once. A GPU that refuses a query (``NO_PERMISSION``, ``GPU_IS_LOST``) is still
     listed, with what could be read and its ``error``; a node without a usable NVML has
     no accelerators and says why in ``nvml_error``.
 
