@@ -625,6 +625,8 @@ class PynvmlReader:
 
     def forget(self) -> None:
         """Drop the held session without shutting it down (in a forked child)."""
+        global _lock
+        _lock = threading.Lock()  # another thread of the parent may have held it
         self._held = False
 
     def holds(self) -> bool:
