@@ -13,7 +13,12 @@
    shorter calls, which a scheduler interrupts less, so the target of >= 20x is judged on
    CPU time). The target is judged on the busy node, read as it is (what the issue
    measured); the node whose memory moves is the worst case and is printed beside it.
-2. Import time in fresh interpreters (``python -X importtime``, cumulative microseconds of
+   Both backends keep NVML initialised between snapshots (as on a real driver).
+2. The busy node behind a driver-like ``nvmlInit`` (the fake spends 10 ms of CPU in it,
+   as driver 580.159.04 spent in nvmlInit + nvmlShutdown on an H200): our snapshot, NVML
+   held (each backend), against nvidia-ml-py used the way its users use it: init, read,
+   shutdown every time. On a real driver this gap is what a user sees.
+3. Import time in fresh interpreters (``python -X importtime``, cumulative microseconds of
    the top-level module, median of ``--imports`` runs, bytecode cached as after an
    install): ``import placement_native`` vs ``import pynvml``. Target: placement_native
    < 5 ms.
@@ -34,7 +39,9 @@ from collections.abc import Callable
 from placement_native.testing import FakeProcess, Topology, fake_nvml, topology
 
 TARGET_RATIO = 20.0
+TARGET_WORST_RATIO = 16.0
 TARGET_IMPORT_MS = 5.0
+DRIVER_INIT_US = 10_000  # nvmlInit + nvmlShutdown on driver 580.159.04 (H200): 10.2 ms
 Row = tuple[str, float, float, str]  # label, ours (s), nvidia-ml-py (s), "judged"/"worst"/""
 
 
@@ -105,16 +112,54 @@ def _agree() -> bool:
     return busy and same and len(compiled.accelerators) == 8
 
 
-def _snapshot_rows(machine: Topology, label: str, role: str, args: argparse.Namespace) -> list[Row]:
-    """The snapshot of ``machine`` by both backends, by wall clock and by CPU time (the
-    CPU-time row plays ``role``: "judged" or "worst")."""
+def _snapshot_rows(
+    machine: Topology,
+    label: str,
+    role: str,
+    args: argparse.Namespace,
+    snapshots: tuple[Callable[[], object], Callable[[], object]] | None = None,
+) -> list[Row]:
+    """The snapshot of ``machine`` by ``snapshots`` (default: the compiled backend and the
+    pure-Python one), by wall clock and by CPU time (the CPU-time row plays ``role``:
+    "judged", "worst" or "")."""
     from placement_native import _snapshot
 
-    snapshots = (lambda: _snapshot.take("cffi"), lambda: _snapshot.take("purepython"))
+    fast, slow = snapshots or (
+        lambda: _snapshot.take("cffi"),
+        lambda: _snapshot.take("purepython"),
+    )
     with fake_nvml(machine):
-        wall = _alternating(*snapshots, args.rounds, args.batch)
-        cpu = _alternating(*snapshots, args.rounds, args.batch, clock=time.process_time)
+        wall = _alternating(fast, slow, args.rounds, args.batch)
+        cpu = _alternating(fast, slow, args.rounds, args.batch, clock=time.process_time)
+    _snapshot.release_nvml()  # the next machine's snapshots start without a session
     return [(label, *wall, ""), (f"{label}, CPU time", *cpu, role)]
+
+
+def _cold_pynvml() -> object:
+    """nvidia-ml-py as its users call it: nvmlInit, the snapshot's reads, nvmlShutdown."""
+    from placement_native import _snapshot
+
+    taken = _snapshot.take("purepython")
+    _snapshot._readers.get("purepython").close()
+    return taken
+
+
+def _driver_init_rows(args: argparse.Namespace) -> list[Row]:
+    """The busy node behind a driver-like nvmlInit: each backend, NVML held, against
+    nvidia-ml-py's init, read and shutdown."""
+    from placement_native import _snapshot
+
+    def held(backend: _snapshot.Backend) -> Callable[[], object]:
+        return lambda: _snapshot.take(backend)
+
+    rows: list[Row] = []
+    for backend in ("cffi", "purepython"):
+        machine = _busy(topology("dgx-h100"))
+        machine.init_delay_us = DRIVER_INIT_US
+        rows += _snapshot_rows(
+            machine, f"10 ms init, {backend} held", "", args, (held(backend), _cold_pynvml)
+        )
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--imports", type=int, default=9)
     args = parser.parse_args(argv)
 
-    from placement_native import _backend, _host, _nvml_cffi, _nvml_pynvml
+    from placement_native import _backend, _host, _nvml_cffi, _nvml_pynvml, _snapshot
 
     if _backend.native_module is None:
         print("the compiled extension is not built: nothing to compare", file=sys.stderr)
@@ -134,23 +179,34 @@ def main(argv: list[str] | None = None) -> int:
             print("the two backends disagree on the benchmark node", file=sys.stderr)
             return 1
         sysfs = _host.sysfs_root()
-        ours, theirs = _nvml_cffi.CffiReader(), _nvml_pynvml.PynvmlReader()
+        compiled, fallback = _nvml_cffi.CffiReader(), _nvml_pynvml.PynvmlReader()
         read = _alternating(
-            lambda: ours.read(str(fake.library), sysfs),
-            lambda: theirs.read(str(fake.library), sysfs),
+            lambda: compiled.read(str(fake.library), sysfs),
+            lambda: fallback.read(str(fake.library), sysfs),
             args.rounds,
             args.batch,
         )
+        compiled.close()
+        fallback.close()
+        _snapshot.release_nvml()
     rows: list[Row] = [
         *_snapshot_rows(_busy(topology("dgx-h100")), "busy DGX H100", "judged", args),
         ("NVML read alone", *read, ""),
         *_snapshot_rows(_busy(topology("dgx-h100"), churn=True), "memory moving", "worst", args),
     ]
+    init_rows = _driver_init_rows(args)
 
     print(f"placement-native snapshot benchmark (median of {args.rounds} rounds x {args.batch})")
-    print(f"{'measure':32} {'cffi':>10} {'nvidia-ml-py':>13} {'ratio':>8}")
+    print(f"{'measure':38} {'cffi':>10} {'nvidia-ml-py':>13} {'ratio':>8}")
     for label, fast_s, slow_s, _ in rows:
-        print(f"{label:32} {fast_s * 1e6:8.1f}us {slow_s * 1e6:11.1f}us {slow_s / fast_s:7.1f}x")
+        print(f"{label:38} {fast_s * 1e6:8.1f}us {slow_s * 1e6:11.1f}us {slow_s / fast_s:7.1f}x")
+    print(
+        "\nbusy DGX, driver-like init cost (10 ms): ours with NVML held vs nvidia-ml-py's "
+        "init + read + shutdown"
+    )
+    print(f"{'measure':38} {'ours':>10} {'nvidia-ml-py':>13} {'ratio':>8}")
+    for label, fast_s, slow_s, _ in init_rows:
+        print(f"{label:38} {fast_s * 1e6:8.1f}us {slow_s * 1e6:11.1f}us {slow_s / fast_s:7.1f}x")
     # Judged on CPU time: on a shared machine the wall clock inflates the slower side.
     ratio, worst = (
         next(slow_s / fast_s for _, fast_s, slow_s, role in rows if role == wanted)
@@ -160,17 +216,19 @@ def main(argv: list[str] | None = None) -> int:
     ours = _import_us("placement_native", args.imports) / 1000
     theirs = _import_us("pynvml", args.imports) / 1000
     print(f"\nimport time, fresh interpreter (median of {args.imports}, -X importtime)")
-    print(f"{'import placement_native':32} {ours:8.2f}ms")
-    print(f"{'import pynvml':32} {theirs:8.2f}ms")
+    print(f"{'import placement_native':38} {ours:8.2f}ms")
+    print(f"{'import pynvml':38} {theirs:8.2f}ms")
 
     ok_ratio, ok_import = ratio >= TARGET_RATIO, ours < TARGET_IMPORT_MS
+    ok_worst = worst >= TARGET_WORST_RATIO
     print(
         f"\ntarget snapshot ratio (CPU time, busy node) >= {TARGET_RATIO:.0f}x: {ratio:.1f}x "
-        f"{'met' if ok_ratio else 'MISSED'} (worst case, memory moving: {worst:.1f}x); "
+        f"{'met' if ok_ratio else 'MISSED'}; memory moving >= {TARGET_WORST_RATIO:.0f}x: "
+        f"{worst:.1f}x {'met' if ok_worst else 'MISSED'}; "
         f"target import < {TARGET_IMPORT_MS:.0f} ms: {ours:.2f} ms "
         f"{'met' if ok_import else 'MISSED'}"
     )
-    return 0 if ok_ratio and ok_import else 1
+    return 0 if ok_ratio and ok_worst and ok_import else 1
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -49,12 +50,44 @@ def test_a_gpu_without_fabric_reports_null(take: Take) -> None:
     assert json.loads(snap.to_json())["accelerators"][0]["fabric"] is None
 
 
-@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize("state", STATES[1:])
 def test_every_fabric_state_is_named(take: Take, state: str) -> None:
     fabric = take(_tray(state=state)).accelerators[0].fabric
     assert fabric is not None
     assert fabric.state == state
     assert fabric.registered == (state == "completed")
+
+
+def test_state_not_supported_is_no_fabric_whatever_else_the_answer_holds(take: Take) -> None:
+    snap = take(_tray(state="not_supported"))
+    assert {a.fabric for a in snap.accelerators} == {None}
+    assert {a.error for a in snap.accelerators} == {None}
+
+
+# What driver 580.159.04 answered for an H200 outside any NVLink rack: NVML_SUCCESS from
+# struct v3, v2 and the legacy call alike, state NOT_SUPPORTED, a zero cluster UUID.
+@pytest.mark.parametrize("version", [3, 2, 1])
+def test_a_gpu_outside_an_nvlink_rack_reports_null(take: Take, version: int) -> None:
+    machine = topology("h200")
+    machine.fabric_version = version
+    snap = take(machine)
+    assert len(snap.accelerators) == 1
+    assert (snap.accelerators[0].fabric, snap.accelerators[0].error) == (None, None)
+    assert json.loads(snap.to_json())["accelerators"][0]["fabric"] is None
+
+
+def test_core_sees_no_domain_and_no_warning_for_a_gpu_outside_an_nvlink_rack(
+    take: Take, tmp_path: Path
+) -> None:
+    from placement_core import inventory_for, load_config, plan
+
+    path = tmp_path / "h200.json"
+    path.write_text(take("h200").to_json(), encoding="utf-8")
+    config = load_config("cluster:\n  num_nodes: 1\n  component_placement:\n    actor: all\n")
+    inventory = inventory_for(config, snapshots=[path])
+    assert [node.nvlink_domain for node in inventory.nodes] == [None]
+    result = plan(config, inventory)
+    assert not [w for w in result.warnings if "NVLink" in w]
 
 
 @pytest.mark.parametrize("code", sorted(NVML_CODE_NAMES))

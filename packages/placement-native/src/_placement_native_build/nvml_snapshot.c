@@ -22,10 +22,12 @@
 /* ---- The slice of the NVML ABI used here (values and layouts as in nvml.h). ---- */
 typedef int nvmlReturn_t; /* enum nvmlReturn_enum */
 #define NVML_SUCCESS 0
+#define NVML_ERROR_UNINITIALIZED 1
 #define NVML_ERROR_INVALID_ARGUMENT 2
 #define NVML_ERROR_NOT_SUPPORTED 3
 #define NVML_ERROR_NOT_FOUND 6
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_ERROR_DRIVER_NOT_LOADED 9
 #define NVML_ERROR_LIBRARY_NOT_FOUND 12
 #define NVML_ERROR_FUNCTION_NOT_FOUND 13
 #define NVML_ERROR_GPU_IS_LOST 15
@@ -108,6 +110,7 @@ typedef struct { /* nvmlGpuFabricInfo_v3_t, nvmlGpuFabricInfoV_t of current nvml
 /* NVML_STRUCT_VERSION(GpuFabricInfo, 2) and (.., 3): 0x02000024 and 0x03000028. */
 #define NVML_GPU_FABRIC_INFO_V2 ((unsigned int)(sizeof(nvmlGpuFabricInfo_v2_t) | (2u << 24)))
 #define NVML_GPU_FABRIC_INFO_V3 ((unsigned int)(sizeof(nvmlGpuFabricInfo_v3_t) | (3u << 24)))
+#define NVML_GPU_FABRIC_STATE_NOT_SUPPORTED 0
 
 typedef struct {
     nvmlReturn_t (*Init)(void);
@@ -153,6 +156,8 @@ static size_t process_info_size;     /* the size of the struct that function fil
 
 #define DEFAULT_LIBRARY "libnvidia-ml.so.1"
 
+static int release_locked(void);
+
 /* dlsym returns an object pointer; copying its bytes into the function pointer is the
  * POSIX-sanctioned way to turn it into one. */
 #define RESOLVE(field, symbol)                                  \
@@ -172,6 +177,7 @@ static int load_library(const char *path, pn_nvml_snapshot *out)
     if (lib_handle != NULL && strcmp(path, lib_path) == 0)
         return 0;
     if (lib_handle != NULL) {
+        (void)release_locked(); /* the session belongs to the library being closed */
         dlclose(lib_handle);
         lib_handle = NULL;
     }
@@ -560,6 +566,10 @@ static void read_fabric(nvmlDevice_t dev, pn_nvml_gpu *g)
             break; /* as a driver without the symbol: the legacy call */
         if (!outcome(&g->error, rc, "nvmlDeviceGetGpuFabricInfoV"))
             return;
+        /* A GPU outside an NVLink fabric (an H200 in a PCIe or HGX box) answers SUCCESS
+         * with state NOT_SUPPORTED and a zero cluster UUID: the driver reports none. */
+        if (info.state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED)
+            return;
         g->has_fabric = 1;
         memcpy(g->fabric_cluster_uuid, info.clusterUuid, sizeof info.clusterUuid);
         g->fabric_status = info.status;
@@ -570,7 +580,8 @@ static void read_fabric(nvmlDevice_t dev, pn_nvml_gpu *g)
     }
     nvmlGpuFabricInfo_t legacy;
     memset(&legacy, 0, sizeof legacy);
-    if (!CALL(&g->error, DeviceGetGpuFabricInfo, "nvmlDeviceGetGpuFabricInfo", dev, &legacy))
+    if (!CALL(&g->error, DeviceGetGpuFabricInfo, "nvmlDeviceGetGpuFabricInfo", dev, &legacy) ||
+        legacy.state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED)
         return;
     g->has_fabric = 1;
     memcpy(g->fabric_cluster_uuid, legacy.clusterUuid, sizeof legacy.clusterUuid);
@@ -645,27 +656,108 @@ static void read_pairs(const nvmlDevice_t *handles, pn_nvml_snapshot *out)
     out->pair_count = (unsigned int)(pair - out->pairs) / 5;
 }
 
-static int read_locked(const char *path, pn_nvml_snapshot *out)
-{
-    nvmlDevice_t handles[PN_NVML_MAX_GPUS];
-    nvmlReturn_t rc;
-    unsigned int count = 0;
+/* ---- The NVML session: initialised on first use and held (one reference of NVML's
+ * reference-counted init) until pn_nvml_release(), so a snapshot does not pay for
+ * nvmlInit + nvmlShutdown (10 ms on a real driver, 20 times the read itself). A failed
+ * init is never kept; a forked child (another pid) does not use its parent's session. ---- */
+static int held;
+static pid_t held_pid;
 
-    if (load_library(path, out) != 0 || check_required(out) != 0)
-        return out->error.code;
-    rc = api.Init();
+/* A fork while another thread reads would leave the lock held in the child forever: the
+ * lock is taken across fork(), and the child lets go of the parent's session. */
+static void fork_prepare(void) { pthread_mutex_lock(&lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&lock); }
+static void fork_child(void)
+{
+    held = 0;
+    pthread_mutex_unlock(&lock);
+}
+static pthread_once_t fork_handlers = PTHREAD_ONCE_INIT;
+static void install_fork_handlers(void)
+{
+    (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static int holding(void)
+{
+    return held && held_pid == getpid();
+}
+
+/* Under the lock; the library is loaded. Returns 0, or nvmlInit's code (also in out). */
+static int acquire(pn_nvml_snapshot *out)
+{
+    if (holding())
+        return 0;
+    held = 0;
+    nvmlReturn_t rc = api.Init();
     if (rc != NVML_SUCCESS) {
         set_error(&out->error, rc, "nvmlInit");
         return rc;
     }
+    held = 1;
+    held_pid = getpid();
+    return 0;
+}
+
+/* Under the lock: give the session's reference back; nvmlShutdown's code, 0 if none held. */
+static int release_locked(void)
+{
+    int rc = 0;
+    if (holding() && api.Shutdown != NULL)
+        rc = api.Shutdown();
+    held = 0;
+    return rc;
+}
+
+/* What a held session answers once the driver dropped it (unloaded, reset, GPU fallen off
+ * the bus): the read is worth one more try on a fresh init. */
+static int dropped_code(int code)
+{
+    return code == NVML_ERROR_UNINITIALIZED || code == NVML_ERROR_DRIVER_NOT_LOADED ||
+           code == NVML_ERROR_GPU_IS_LOST;
+}
+
+static int session_dropped(const pn_nvml_snapshot *out)
+{
+    if (dropped_code(out->error.code))
+        return 1;
+    for (unsigned int i = 0; i < out->gpu_count; i++) {
+        const pn_nvml_gpu *g = &out->gpus[i];
+        if (dropped_code(g->error.code))
+            return 1;
+        for (unsigned int k = 0; k < g->mig_count; k++)
+            if (dropped_code(g->mig[k].error.code))
+                return 1;
+    }
+    return 0;
+}
+
+/* Only what is filled is cleared: the GPU entries past gpu_count and the pairs past
+ * (gpu_count, gpu_count) are never read, and clearing 300 KB would cost more than the
+ * snapshot itself. */
+static void clear_output(pn_nvml_snapshot *out)
+{
+    memset(&out->error, 0, sizeof out->error);
+    out->detail[0] = '\0';
+    out->driver[0] = '\0';
+    out->device_count = 0;
+    out->gpu_count = 0;
+    out->pair_count = 0;
+    out->process_count = 0;
+}
+
+/* Under the lock, NVML initialised: the driver version, the devices and their pairs. */
+static int read_devices(pn_nvml_snapshot *out)
+{
+    nvmlDevice_t handles[PN_NVML_MAX_GPUS];
+    unsigned int count = 0;
     /* NVML's buffer size, as nvidia-ml-py passes it, so both backends agree on a long one. */
     if (api.SystemGetDriverVersion != NULL &&
         api.SystemGetDriverVersion(out->driver, PN_NVML_DRIVER) != NVML_SUCCESS)
         out->driver[0] = '\0';
-    rc = api.DeviceGetCount(&count);
+    nvmlReturn_t rc = api.DeviceGetCount(&count);
     if (rc != NVML_SUCCESS) {
         set_error(&out->error, rc, "nvmlDeviceGetCount_v2");
-        api.Shutdown();
         return rc;
     }
     out->device_count = count;
@@ -675,10 +767,27 @@ static int read_locked(const char *path, pn_nvml_snapshot *out)
         read_gpu(i, &handles[i], &out->gpus[i], out);
     read_pairs(handles, out);
     match_nvlinks(out);
-    rc = api.Shutdown();
-    if (rc != NVML_SUCCESS)
-        set_error(&out->shutdown, rc, "nvmlShutdown");
     return 0;
+}
+
+static int read_locked(const char *path, pn_nvml_snapshot *out)
+{
+    if (load_library(path, out) != 0 || check_required(out) != 0)
+        return out->error.code;
+    const int fresh = !holding();
+    int rc = acquire(out);
+    if (rc != 0)
+        return rc;
+    rc = read_devices(out);
+    if (!fresh && session_dropped(out)) {
+        /* The session was dropped under us: let it go, init again, read once more. */
+        (void)release_locked();
+        clear_output(out);
+        rc = acquire(out);
+        if (rc == 0)
+            rc = read_devices(out);
+    }
+    return rc;
 }
 
 /* ---- Host facts. ---- */
@@ -879,20 +988,29 @@ int pn_nvml_snapshot_read(const char *library_path, const char *sysfs_root,
 {
     const char *path = (library_path != NULL && library_path[0]) ? library_path : DEFAULT_LIBRARY;
     int rc;
-    /* Only what is filled is cleared: the GPU entries past gpu_count and the pairs past
-     * (gpu_count, gpu_count) are never read, and clearing 300 KB would cost more than the
-     * snapshot itself. */
-    memset(&out->error, 0, sizeof out->error);
-    memset(&out->shutdown, 0, sizeof out->shutdown);
-    out->detail[0] = '\0';
-    out->driver[0] = '\0';
-    out->device_count = 0;
-    out->gpu_count = 0;
-    out->pair_count = 0;
-    out->process_count = 0;
+    clear_output(out);
+    (void)pthread_once(&fork_handlers, install_fork_handlers);
     pthread_mutex_lock(&lock);
     read_host((sysfs_root != NULL && sysfs_root[0]) ? sysfs_root : "/sys", &out->host);
     rc = read_locked(path, out);
     pthread_mutex_unlock(&lock);
     return rc;
+}
+
+int pn_nvml_release(void)
+{
+    pthread_mutex_lock(&lock);
+    int rc = release_locked();
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+int pn_nvml_held(void)
+{
+    return holding();
+}
+
+void pn_nvml_forget(void)
+{
+    held = 0;
 }

@@ -103,7 +103,6 @@ typedef struct {
     pn_host host;                     /* always filled, NVML or not */
     pn_nvml_error error;              /* library missing, symbol missing, init failed */
     char detail[PN_NVML_DETAIL];      /* dlerror() text and the like */
-    pn_nvml_error shutdown;           /* nvmlShutdown's failure after a read, code 0 if none */
     char driver[PN_NVML_STR];
     unsigned int device_count;        /* what NVML reports (may exceed PN_NVML_MAX_GPUS) */
     unsigned int gpu_count;           /* entries filled: min(device_count, PN_NVML_MAX_GPUS) */
@@ -124,11 +123,29 @@ typedef struct {
 } pn_nvml_snapshot;
 
 /* Fill *out (which need not be zeroed: every field read is written) with the host facts
- * (sysfs under sysfs_root, NULL meaning "/sys") and what NVML reports, from the NVML library at library_path (NULL or "" means
- * "libnvidia-ml.so.1"). Returns out->error.code: 0 on success, else why NVML gave nothing
- * (12 library not found, 13 required function not found, or nvmlInit's code). Per-device
- * failures are recorded in the device's entry and never abort the call. */
+ * (sysfs under sysfs_root, NULL meaning "/sys") and what NVML reports, from the NVML
+ * library at library_path (NULL or "" means "libnvidia-ml.so.1"). Returns out->error.code:
+ * 0 on success, else why NVML gave nothing (12 library not found, 13 required function
+ * not found, or nvmlInit's code). Per-device failures are recorded in the device's entry
+ * and never abort the call.
+ *
+ * NVML is initialised by the first call and held for the process (one reference of its
+ * reference-counted init) until pn_nvml_release(): a failed init is not kept (the next
+ * call tries again); a forked child inits its own; a held session that answers
+ * UNINITIALIZED, DRIVER_NOT_LOADED or GPU_IS_LOST is let go and the read done once more
+ * on a fresh init. */
 int pn_nvml_snapshot_read(const char *library_path, const char *sysfs_root,
                           pn_nvml_snapshot *out);
+
+/* Give back the held NVML reference (nvmlShutdown); returns its code, 0 when none was
+ * held. The next pn_nvml_snapshot_read() initialises NVML again. */
+int pn_nvml_release(void);
+
+/* 1 while this process holds an NVML session, else 0. */
+int pn_nvml_held(void);
+
+/* Drop the held session without shutting it down (in a forked child: the reference is
+ * the parent's). */
+void pn_nvml_forget(void);
 
 #endif

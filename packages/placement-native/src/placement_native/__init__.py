@@ -26,7 +26,7 @@ from .errors import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._model import Accelerator, Fabric, Link, MigInstance, NodeSnapshot, Process
-    from ._snapshot import NODE_RANK_ENVS, snapshot
+    from ._snapshot import NODE_RANK_ENVS, release_nvml, snapshot
     from .ports import PortReservation, find_free_ports, reserve_ports
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "Process",
     "__version__",
     "find_free_ports",
+    "release_nvml",
     "reserve_ports",
     "snapshot",
 ]
@@ -60,6 +61,7 @@ _LAZY = {
     "NodeSnapshot": "._model",
     "NODE_RANK_ENVS": "._snapshot",
     "Process": "._model",
+    "release_nvml": "._snapshot",
     "snapshot": "._snapshot",
     "PortReservation": ".ports",
     "find_free_ports": ".ports",

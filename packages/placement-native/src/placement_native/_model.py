@@ -307,7 +307,7 @@ class NodeSnapshot:
         source: Which backend read NVML: ``nvml-cffi`` or ``nvml-pynvml``.
         nvml_error: Why NVML gave nothing (library missing, init failed), or what went
             wrong beside what was read (a device count beyond 64, of which the first
-            64 are listed; a failed ``nvmlShutdown``), or None.
+            64 are listed), or None.
         node_rank: The node's rank from ``PLACEMENT_NODE_RANK`` (or ``RLINF_NODE_RANK``) in the
             environment, or None (docs/concepts/node-order.md: then the cluster orders nodes
             itself).

@@ -92,8 +92,6 @@ _HEAD_FIELDS = (
     (("error", "code"), "i"),
     (("error", "function"), "s"),
     (("detail",), "s"),
-    (("shutdown", "code"), "i"),
-    (("shutdown", "function"), "s"),
     (("driver",), "s"),
     (("device_count",), "I"),
     (("gpu_count",), "I"),
@@ -237,9 +235,8 @@ class CffiReader:
             text = detail.partition(b"\0")[0].decode("utf-8", "replace")
             node.error = _error(code, function, text)
             return node
-        shutdown_code, shutdown_function, driver, node.device_count, n = rest
+        driver, node.device_count, n = rest
         node.driver = _text(driver)
-        node.shutdown_error = _error(shutdown_code, shutdown_function, "")
         pair_count, process_count = layout.counts.unpack_from(buffer, layout.counts_offset)
         processes = self._process_pairs(buffer, process_count, layout)
         size, start, end = layout.gpu_size, layout.gpus_offset, layout.entry_end
@@ -258,6 +255,26 @@ class CffiReader:
             )
         node.pairs = self._pairs(buffer, pair_count, layout)
         return node
+
+    def close(self) -> NVMLError | None:
+        """Give back the NVML session the extension holds for the process (``nvmlShutdown``).
+
+        Returns:
+            The shutdown's failure, or None (also when none was held).
+        """
+        if native_module is None:
+            return None
+        code = native_module.lib.pn_nvml_release()
+        return None if code == 0 else nvml_error(code, "nvmlShutdown")
+
+    def forget(self) -> None:
+        """Drop the held session without shutting it down (in a forked child)."""
+        if native_module is not None:
+            native_module.lib.pn_nvml_forget()
+
+    def holds(self) -> bool:
+        """Whether the extension holds an NVML session for this process."""
+        return native_module is not None and bool(native_module.lib.pn_nvml_held())
 
     def _output(self, layout: _Layout) -> Any:
         out = getattr(self._outputs, "out", None)

@@ -111,6 +111,8 @@ class _FabricInfoV(ctypes.Structure):
 FABRIC_INFO_V3 = ctypes.sizeof(_FabricInfoV) | 3 << 24
 FABRIC_INFO_V2 = (_FabricInfoV.healthMask.offset + 4) | 2 << 24
 NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
+# nvmlGpuFabricState_t of a GPU outside any NVLink fabric (answered with NVML_SUCCESS).
+NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0
 
 _lock = threading.Lock()
 
@@ -500,6 +502,8 @@ class _Reader:
                     break  # this driver (or nvidia-ml-py) lacks it: the legacy call
                 t.fail(exc.value, "nvmlDeviceGetGpuFabricInfoV")
                 return
+            if info.state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
+                return  # a GPU outside an NVLink fabric: the driver reports none
             gpu.fabric = fabric_record(
                 bytes(info.clusterUuid), info.cliqueId, info.state, info.status, info.healthMask
             )
@@ -512,7 +516,7 @@ class _Reader:
             dev,
             ctypes.byref(legacy),
         )
-        if done is not ABSENT:
+        if done is not ABSENT and legacy.state != NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
             gpu.fabric = fabric_record(
                 bytes(legacy.clusterUuid), legacy.cliqueId, legacy.state, legacy.status, 0
             )
@@ -541,17 +545,39 @@ def _opt(convert: Callable[[Any], Any], value: Any) -> Any:
     return None if value is ABSENT else convert(value)
 
 
+# What a held session answers once the driver dropped it (UNINITIALIZED,
+# DRIVER_NOT_LOADED, GPU_IS_LOST): the read is worth one more try on a fresh init.
+DROPPED_CODES = frozenset({1, 9, NVML_GPU_IS_LOST})
+
+
+def _dropped(node: RawNode) -> bool:
+    """Whether a read through a held session met a session the driver dropped."""
+    if node.error is not None and node.error.code in DROPPED_CODES:
+        return True
+    for gpu in node.gpus:
+        if not isinstance(gpu, RawGpu):
+            continue
+        if gpu.error is not None and gpu.error.code in DROPPED_CODES:
+            return True
+        if any(m.error is not None and m.error.code in DROPPED_CODES for m in gpu.migs):
+            return True
+    return False
+
+
 class PynvmlReader:
-    """Reads snapshots through nvidia-ml-py, keeping which library it loaded last."""
+    """Reads snapshots through nvidia-ml-py, keeping which library it loaded last and the
+    NVML session it holds (initialised on first use, as the compiled backend does)."""
 
     def __init__(self) -> None:
         self.assembler = Assembler()
         self._loaded: tuple[str, Any] | None = None  # (path, the CDLL given to pynvml)
+        self._held = False  # this reader holds one nvmlInit reference of pynvml's library
 
     def _load(self, pynvml: Any, library: str) -> NVMLError | None:
         loaded = self._loaded
         if loaded is not None and loaded[0] == library and pynvml.nvmlLib is loaded[1]:
             return None
+        self._release(pynvml)  # the session belongs to the library being replaced
         try:
             lib = ctypes.CDLL(library)
         except OSError as exc:
@@ -564,6 +590,48 @@ class PynvmlReader:
             pynvml._nvmlGetFunctionPointer_cache.clear()
         self._loaded = (library, lib)
         return None
+
+    def _acquire(self, pynvml: Any) -> NVMLError | None:
+        """Initialise NVML unless held; a failed init is not kept."""
+        if self._held:
+            return None
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            return nvml_error(exc.value, "nvmlInit")
+        self._held = True
+        return None
+
+    def _release(self, pynvml: Any) -> NVMLError | None:
+        """Give back the held reference (``nvmlShutdown``); its failure, or None."""
+        if not self._held:
+            return None
+        self._held = False
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError as exc:
+            return nvml_error(exc.value, "nvmlShutdown")
+        return None
+
+    def close(self) -> NVMLError | None:
+        """Give back the NVML session this reader holds (``nvmlShutdown``).
+
+        Returns:
+            The shutdown's failure, or None (also when none was held).
+        """
+        with _lock:
+            pynvml = sys.modules.get(PRIVATE_NAME)
+            return None if pynvml is None else self._release(pynvml)
+
+    def forget(self) -> None:
+        """Drop the held session without shutting it down (in a forked child)."""
+        global _lock
+        _lock = threading.Lock()  # another thread of the parent may have held it
+        self._held = False
+
+    def holds(self) -> bool:
+        """Whether this reader holds an NVML session."""
+        return self._held
 
     def read(self, library: str, sysfs: str) -> RawNode:
         """Read the host facts and this node's NVML view through nvidia-ml-py.
@@ -587,21 +655,28 @@ class PynvmlReader:
             node.error = self._load(pynvml, library)
             if node.error is not None:
                 return node
-            try:
-                pynvml.nvmlInit()
-            except pynvml.NVMLError as exc:
-                node.error = nvml_error(exc.value, "nvmlInit")
+            fresh = not self._held
+            node.error = self._acquire(pynvml)
+            if node.error is not None:
                 return node
-            try:
-                _read_devices(pynvml, node)
-            except pynvml.NVMLError as exc:  # one the per-device handling does not record
-                node.error = nvml_error(exc.value, "pynvml", type(exc).__name__)
-            finally:
-                try:
-                    pynvml.nvmlShutdown()
-                except pynvml.NVMLError as exc:
-                    node.shutdown_error = nvml_error(exc.value, "nvmlShutdown")
+            _read_into(pynvml, node)
+            if not fresh and _dropped(node):
+                # The session was dropped under us: let it go, init again, read once more.
+                self._release(pynvml)
+                node.gpus, node.pairs, node.driver, node.device_count = [], [], None, 0
+                node.error = self._acquire(pynvml)
+                if node.error is None:
+                    _read_into(pynvml, node)
         return node
+
+
+def _read_into(pynvml: Any, node: RawNode) -> None:
+    """``_read_devices``, with a pynvml exception the per-device handling does not record
+    as the node's error."""
+    try:
+        _read_devices(pynvml, node)
+    except pynvml.NVMLError as exc:
+        node.error = nvml_error(exc.value, "pynvml", type(exc).__name__)
 
 
 def _read_devices(pynvml: Any, node: RawNode) -> None:

@@ -112,7 +112,6 @@ class RawNode:
     numa_nodes: int = 1
     route_ip: str | None = None  # IPv4 of the default-route interface, unless loopback
     error: NVMLError | None = None
-    shutdown_error: NVMLError | None = None  # nvmlShutdown failed after the read
     driver: str | None = None
     device_count: int = 0
     # A GPU with nothing left to check (no error, no MIG device, every process listed) may
@@ -139,8 +138,8 @@ def _unlisted(record: RawGpu | RawMig, device: str) -> NVMLAnswerError | None:
 def check_limits(raw: RawNode) -> None:
     """Report what the read left out: a device count or MIG slot count beyond the
     capacities (only the first ``MAX_GPUS`` / ``MAX_MIG`` were read), processes beyond the
-    ``MAX_PROCESSES`` of a node, and a failed ``nvmlShutdown``. Each becomes the error of
-    the node, GPU or MIG device, unless it has one."""
+    ``MAX_PROCESSES`` of a node. Each becomes the error of the node, GPU or MIG device,
+    unless it has one."""
     if raw.error is None and raw.device_count > MAX_GPUS:
         raw.error = NVMLAnswerError(
             "nvmlDeviceGetCount_v2",
@@ -162,5 +161,3 @@ def check_limits(raw: RawNode) -> None:
         for mig in gpu.migs:
             if mig.error is None:
                 mig.error = _unlisted(mig, f"GPU {gpu.index} MIG slot {mig.slot}")
-    if raw.error is None:
-        raw.error = raw.shutdown_error

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import os
 import threading
 from typing import Literal, Protocol
 
@@ -11,8 +13,9 @@ from ._env import env_int, env_path
 from ._log import get_logger
 from ._model import NodeSnapshot
 from ._raw import DEFAULT_LIBRARY, LIBRARY_ENV, RawGpu, RawNode, check_limits
+from .errors import NVMLError
 
-__all__ = ["library_path", "snapshot", "take"]
+__all__ = ["library_path", "release_nvml", "snapshot", "take"]
 
 logger = get_logger(__name__)
 
@@ -21,19 +24,36 @@ SOURCES = {"cffi": "nvml-cffi", "purepython": "nvml-pynvml"}
 
 
 class _Reader(Protocol):
-    """A backend's reader: reads a RawNode, and the assembler that turns it into records."""
+    """A backend's reader: reads a RawNode, and the assembler that turns it into records.
+
+    A reader keeps NVML initialised between reads (it holds one reference of NVML's
+    reference-counted init) until ``close()``.
+    """
 
     assembler: Assembler
 
     def read(self, library: str, sysfs: str) -> RawNode: ...
 
+    def close(self) -> NVMLError | None: ...
+
+    def forget(self) -> None: ...
+
+    def holds(self) -> bool: ...
+
 
 class _Readers:
-    """One reader per backend, made on first use; each keeps what it reuses between reads."""
+    """One reader per backend, made on first use; each keeps what it reuses between reads.
+
+    The NVML sessions the readers hold are given back at interpreter exit; a forked child
+    drops its parent's (without shutting them down: they are the parent's) and inits its
+    own on its first read.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._made: dict[str, _Reader] = {}
+        atexit.register(self._at_exit)
+        os.register_at_fork(after_in_child=self._after_fork)
 
     def get(self, backend: Backend) -> _Reader:
         reader = self._made.get(backend)
@@ -53,6 +73,21 @@ class _Readers:
                 self._made[backend] = reader
         return reader
 
+    def close(self) -> NVMLError | None:
+        """Give back every held session; the first shutdown failure, or None."""
+        failures = [reader.close() for reader in list(self._made.values())]
+        return next((f for f in failures if f is not None), None)
+
+    def _at_exit(self) -> None:
+        failure = self.close()
+        if failure is not None:
+            logger.debug("giving NVML back at exit failed: %s", failure)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()  # another thread of the parent may have held it
+        for reader in self._made.values():
+            reader.forget()
+
 
 _readers = _Readers()
 
@@ -64,6 +99,22 @@ def library_path() -> str:
         EnvVarError: The variable is not a UTF-8 path.
     """
     return env_path(LIBRARY_ENV) or DEFAULT_LIBRARY
+
+
+def release_nvml() -> None:
+    """Give back the NVML session that ``snapshot()`` keeps for the process.
+
+    The first snapshot initialises NVML and keeps it initialised (on a real driver an
+    ``nvmlInit`` and ``nvmlShutdown`` cost about 10 ms, twenty times the read itself); it
+    is given back at interpreter exit. Call this to give it back sooner (before unloading
+    the driver, say); the next snapshot initialises NVML again.
+
+    Raises:
+        NVMLError: ``nvmlShutdown`` failed (the session is let go all the same).
+    """
+    failure = _readers.close()
+    if failure is not None:
+        raise failure
 
 
 def _raise_first(raw: RawNode) -> None:
@@ -117,7 +168,10 @@ def snapshot(*, strict: bool = False) -> NodeSnapshot:
     """Everything placement needs to know about this node, read in one go.
 
     NVML is read in one call into C (or, with the pure-Python backend, through
-    nvidia-ml-py). A GPU that refuses a query (``NO_PERMISSION``, ``GPU_IS_LOST``) is still
+    nvidia-ml-py). The first snapshot initialises NVML and keeps it initialised for
+    the process (``release_nvml()`` gives it back; so does the interpreter's exit): a
+    failed init is tried again by the next snapshot, and a session the driver dropped is
+    initialised again once. A GPU that refuses a query (``NO_PERMISSION``, ``GPU_IS_LOST``) is still
     listed, with what could be read and its ``error``; a node without a usable NVML has
     no accelerators and says why in ``nvml_error``.
 

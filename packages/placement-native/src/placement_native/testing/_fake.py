@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import tempfile
@@ -17,7 +18,7 @@ from ._topology import Topology, load_topology
 
 __all__ = ["TOPOLOGY_ENV", "FakeNvml", "fake_nvml", "resolve"]
 
-TOPOLOGY_ENV = "FAKE_NVML_TOPOLOGY"  # read by fake_nvml.c at nvmlInit
+TOPOLOGY_ENV = "FAKE_NVML_TOPOLOGY"  # read by fake_nvml.c at nvmlInit (and watched after)
 
 
 def resolve(machine: str | os.PathLike[str] | Topology) -> tuple[str, Topology]:
@@ -121,6 +122,18 @@ class FakeNvml:
                 os.environ[key] = old
         if not self._saved:
             self.close()
+
+    def nvml_calls(self) -> tuple[int, int]:
+        """How often this process called the fake library's ``nvmlInit`` (any flavour)
+        and ``nvmlShutdown`` so far, failed calls included (one library per process:
+        every topology served by it counts).
+
+        Returns:
+            ``(inits, shutdowns)``.
+        """
+        lib = ctypes.CDLL(str(self.library))
+        inits = ctypes.c_int.in_dll(lib, "fake_nvml_init_count").value
+        return inits, ctypes.c_int.in_dll(lib, "fake_nvml_shutdown_count").value
 
     def close(self) -> None:
         """Remove the files this object wrote into its own temporary directory."""

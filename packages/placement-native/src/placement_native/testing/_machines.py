@@ -199,6 +199,28 @@ def gb200_nvl72_tray() -> Topology:
     return Topology(gpus=gpus, levels=levels, p2p=dict.fromkeys(levels, "OK"))
 
 
+NO_CLUSTER = "00000000-0000-0000-0000-000000000000"
+"""The cluster UUID a driver reports for a GPU outside any NVLink fabric."""
+
+
+def h200() -> Topology:
+    """One H200 SXM of an 8-GPU HGX board, as driver 580.159.04 reports it (outside any
+    NVLink rack): the fabric query answers SUCCESS (struct v3, v2 and the legacy call
+    alike) with state NOT_SUPPORTED, status 0, a zero cluster UUID, clique 0 and health
+    mask 0."""
+    gpu = FakeGpu(
+        name="NVIDIA H200",
+        uuid=_uuid(0x700),
+        bus="00000000:19:00.0",
+        memory=150754820096,
+        numa=0,
+        cpus="0-47,96-143",
+        compute_capability=(9, 0),
+        fabric=FakeFabric(NO_CLUSTER, clique_id=0, state="not_supported", status=0),
+    )
+    return Topology(gpus=[gpu], driver="580.159.04")
+
+
 def no_driver() -> Topology:
     """NVML is installed but ``nvmlInit`` fails: NVML_ERROR_DRIVER_NOT_LOADED (9)."""
     return Topology(gpus=[FakeGpu(uuid=_uuid(0x500), bus="00000000:18:00.0")], init_error=9)
@@ -212,6 +234,7 @@ def no_gpus() -> Topology:
 TOPOLOGIES: dict[str, Callable[[], Topology]] = {
     "dgx-h100": dgx_h100,
     "gb200-nvl72-tray": gb200_nvl72_tray,
+    "h200": h200,
     "pcie-4x-nvlink-bridges": pcie_nvlink_bridges,
     "pcie-2-switches": pcie_two_switches,
     "mig": mig_node,
@@ -231,7 +254,7 @@ def topology(name: str) -> Topology:
     """A fresh copy of a named machine.
 
     Args:
-        name: One of ``topology_names()``: ``dgx-h100``, ``gb200-nvl72-tray``,
+        name: One of ``topology_names()``: ``dgx-h100``, ``gb200-nvl72-tray``, ``h200``,
             ``pcie-4x-nvlink-bridges``,
             ``pcie-2-switches``, ``mig``, ``no-permission``, ``old-driver``, ``no-driver``,
             ``no-gpus``.

@@ -43,6 +43,7 @@ CODE_VALUES = {name: code for code, name in NVML_CODE_NAMES.items()}
 REMOTE_TYPES = {"gpu": 0, "switch": 2}  # nvmlIntNvLinkDeviceType_t
 STATE_VALUES = {name: value for value, name in FABRIC_STATES.items()}
 FABRIC_VERSIONS = (1, 2, 3)  # the newest nvmlGpuFabricInfo struct version a driver knows
+MAX_INIT_DELAY_US = 10_000_000  # an nvmlInit of the fake costs at most 10 s
 
 
 @dataclass
@@ -165,6 +166,8 @@ class Topology:
         fabric_version: The newest ``nvmlGpuFabricInfo`` struct version the driver knows
             (3; 2: a v3 request is a version mismatch; 1: every versioned request is, and
             only the legacy call answers). An ``old_driver`` has no fabric call at all.
+        init_delay_us: What every ``nvmlInit`` costs, in microseconds spent busy (0; a
+            real driver's init and shutdown cost about 10,000).
 
     Text may hold lone surrogates (``"\\udcff"``): they are written as the bytes they stand
     for, so the library serves strings that are not valid UTF-8. Text longer than NVML's
@@ -181,6 +184,7 @@ class Topology:
     count: int | None = None
     shutdown_error: int = 0
     fabric_version: int = 3
+    init_delay_us: int = 0
 
     def host_numa_nodes(self) -> int:
         """NUMA nodes the fake host reports: ``numa_nodes``, else those the GPUs name."""
@@ -225,12 +229,20 @@ class Topology:
             self.fabric_version,
             "1, 2 or 3",
         )
+        _check(
+            0 <= self.init_delay_us <= MAX_INIT_DELAY_US,
+            "init_delay_us",
+            self.init_delay_us,
+            f"0..{MAX_INIT_DELAY_US} microseconds",
+        )
 
     def render(self) -> str:
         """The directive file ``fake_nvml.c`` reads."""
         lines = [f"driver {self.driver}", f"init {self.init_error}"]
         lines.append(f"shutdown {self.shutdown_error}")
         lines.append(f"fabric_version {self.fabric_version}")
+        if self.init_delay_us:
+            lines.append(f"init_delay_us {self.init_delay_us}")
         if self.count is not None:
             lines.append(f"count {self.count}")
         for i, g in enumerate(self.gpus):
@@ -313,6 +325,7 @@ class Topology:
                 "levels",
                 "p2p",
                 "fabric_version",
+                "init_delay_us",
             },
         )
         gpus = [_gpu_from(item, index) for index, item in enumerate(top.list("gpus"))]
@@ -327,6 +340,7 @@ class Topology:
             old_driver=top.get("old_driver", bool, False),
             numa_nodes=top.get("numa_nodes", (int, type(None)), None),
             fabric_version=top.get("fabric_version", int, 3),
+            init_delay_us=top.get("init_delay_us", int, 0),
         )
         topology.validate()
         return topology
@@ -371,6 +385,7 @@ _FIELD_TYPES: dict[type, tuple[tuple[str, tuple[type, ...], str], ...]] = {
         ("count", (int, _NONE), "an int or None"),
         ("numa_nodes", (int, _NONE), "an int or None"),
         ("fabric_version", _INT, "an int"),
+        ("init_delay_us", _INT, "an int"),
     ),
     FakeGpu: (
         ("name", _TEXT, "text"),

@@ -7,8 +7,18 @@
  * Everything a query answers is prepared when the file is read, so a call costs about
  * what a cached answer of the real library costs.
  *
+ * The library is one per process, and a caller may keep it initialised between reads:
+ * when FAKE_NVML_TOPOLOGY names another file, or the file changed, the next
+ * nvmlDeviceGetCount_v2 of an initialised library answers UNINITIALIZED and drops every
+ * reference, as a driver that was reloaded would; the next nvmlInit reads the new node.
+ * The exported counters fake_nvml_init_count and fake_nvml_shutdown_count (ints) count
+ * the calls to nvmlInit (any flavour) and nvmlShutdown, failed ones included.
+ *
  * Topology file, one directive per line ('#' starts a comment):
  *   init CODE                      nvmlInit's return code (default 0)
+ *   init_delay_us N                what every nvmlInit costs, in microseconds of CPU time
+ *                                  spent busy (default 0): a real driver's init and
+ *                                  shutdown cost about 10 ms
  *   count_error CODE               nvmlDeviceGetCount_v2's return code
  *   count N                        the device count answered, whatever GPUs are declared
  *                                  (handles past the declared ones: INVALID_ARGUMENT)
@@ -23,11 +33,13 @@
  *                                  not-available value) on the GPU, or on its MIG device
  *                                  in SLOT (whose used memory is its processes' sum);
  *                                  listed in the order written
- *   gpu I churn BYTES              every nvmlInit moves the memory in use by BYTES, that of
+ *   gpu I churn BYTES              every snapshot (each nvmlDeviceGetCount_v2) moves the
+ *                                  memory in use by BYTES, that of
  *                                  the GPU and of each process on the GPU itself, starting
  *                                  over from the declared values before the GPU's would pass
  *                                  its total memory: a GPU busy with work that grows
- *   gpu I procrace N               the first N process queries after each nvmlInit find one
+ *   gpu I procrace N               the first N process queries of each snapshot (after each
+ *                                  nvmlDeviceGetCount_v2) find one
  *                                  more process than the room offered: they answer
  *                                  INSUFFICIENT_SIZE with that count
  *   gpu I numa NODE                (without it: NUMA queries are NOT_SUPPORTED)
@@ -57,6 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_GPUS 64
@@ -155,6 +168,9 @@ typedef struct {
 static fake_gpu gpus[MAX_GPUS];
 static int gpu_count;
 static int init_code, count_error, shutdown_code, initialized;
+static long long init_delay_us;
+EXPORT int fake_nvml_init_count;
+EXPORT int fake_nvml_shutdown_count;
 static int fabric_version = 3;
 static long long count_override = -1;
 static char driver[128];
@@ -279,30 +295,37 @@ static void parse_gpu(int i, char *key, char *value)
 
 /* Re-read the topology only when the file changed: a real nvmlInit does not pay for
  * parsing a text file, and the benchmark should time the callers, not this fake. */
-static int unchanged(const char *path)
+static char last_path[1024];
+static struct stat last_stat;
+static int last_missing; /* last_path could not be read */
+
+static int unchanged(const char *path, struct stat *now)
 {
-    static char last_path[1024];
-    static struct stat last;
-    struct stat now;
-    if (!path || stat(path, &now) != 0) {
-        last_path[0] = '\0';
+    if (!path)
         return 0;
-    }
-    int same = !strcmp(path, last_path) && now.st_ino == last.st_ino &&
-               now.st_size == last.st_size && now.st_mtim.tv_sec == last.st_mtim.tv_sec &&
-               now.st_mtim.tv_nsec == last.st_mtim.tv_nsec;
-    snprintf(last_path, sizeof last_path, "%s", path);
-    last = now;
-    return same;
+    if (stat(path, now) != 0)
+        return last_missing && !strcmp(path, last_path);
+    return !last_missing && !strcmp(path, last_path) && now->st_ino == last_stat.st_ino &&
+           now->st_size == last_stat.st_size && now->st_mtim.tv_sec == last_stat.st_mtim.tv_sec &&
+           now->st_mtim.tv_nsec == last_stat.st_mtim.tv_nsec;
+}
+
+static void remember(const char *path)
+{
+    snprintf(last_path, sizeof last_path, "%s", path ? path : "");
+    last_missing = path != NULL && stat(path, &last_stat) != 0;
 }
 
 static void load(void)
 {
     const char *path = getenv("FAKE_NVML_TOPOLOGY");
-    if (unchanged(path))
+    struct stat now;
+    if (unchanged(path, &now))
         return;
+    remember(path);
     memset(gpus, 0, sizeof gpus);
-    gpu_count = 0, proc_count = 0, init_code = 0, fabric_version = 3, count_error = 0, shutdown_code = 0, count_override = -1;
+    gpu_count = 0, proc_count = 0, init_code = 0, fabric_version = 3, count_error = 0;
+    shutdown_code = 0, count_override = -1, init_delay_us = 0;
     snprintf(driver, sizeof driver, "0.0");
     for (int i = 0; i < MAX_GPUS; i++) {
         gpus[i].index = i;
@@ -325,6 +348,8 @@ static void load(void)
             topo[i][j] = topo[j][i] = v;
         else if (sscanf(s, "p2p %d %d %d", &i, &j, &v) == 3 && i < MAX_GPUS && j < MAX_GPUS)
             p2p[i][j] = p2p[j][i] = v;
+        else if (sscanf(s, "init_delay_us %llu", &n) == 1)
+            init_delay_us = (long long)n;
         else if (sscanf(s, "init %d", &v) == 1)
             init_code = v;
         else if (sscanf(s, "count_error %d", &v) == 1)
@@ -384,16 +409,27 @@ static void churn(fake_gpu *g)
     g->churned = restart ? 0 : g->churned + g->churn;
 }
 
+/* Spend init_delay_us of the calling thread's CPU time, as a real driver's init does in
+ * its ioctls (CPU time, not the wall clock: a loaded machine must not shorten it). */
+static void init_cost(void)
+{
+    struct timespec start, now;
+    if (init_delay_us <= 0)
+        return;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+    do
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    while ((now.tv_sec - start.tv_sec) * 1000000LL + (now.tv_nsec - start.tv_nsec) / 1000 <
+           init_delay_us);
+}
+
 EXPORT nvmlReturn_t nvmlInit_v2(void)
 {
+    fake_nvml_init_count++;
     load();
+    init_cost();
     if (init_code)
         return init_code;
-    for (int i = 0; i < gpu_count; i++) {
-        gpus[i].races_left = gpus[i].procrace;
-        if (gpus[i].churn)
-            churn(&gpus[i]);
-    }
     initialized++;
     return OK;
 }
@@ -406,6 +442,7 @@ EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
 
 EXPORT nvmlReturn_t nvmlShutdown(void)
 {
+    fake_nvml_shutdown_count++;
     if (!initialized)
         return E_UNINIT;
     initialized--;
@@ -429,10 +466,32 @@ EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *out, unsigned int len)
     return OK;
 }
 
+/* Another topology than the one read: the "driver" was reloaded under its callers. */
+static int topology_replaced(void)
+{
+    const char *path = getenv("FAKE_NVML_TOPOLOGY");
+    struct stat now;
+    if (path == NULL ? last_path[0] == '\0' : unchanged(path, &now))
+        return 0;
+    initialized = 0;
+    return 1;
+}
+
+/* One snapshot begins (each reader asks the count once per read). */
+static void next_read(void)
+{
+    for (int i = 0; i < gpu_count; i++) {
+        gpus[i].races_left = gpus[i].procrace;
+        if (gpus[i].churn)
+            churn(&gpus[i]);
+    }
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
 {
-    if (!initialized)
+    if (!initialized || topology_replaced())
         return E_UNINIT;
+    next_read();
     if (count_error)
         return count_error;
     *count = count_override >= 0 ? (unsigned)count_override : (unsigned)gpu_count;
