@@ -264,6 +264,7 @@ def bench(session: nox.Session) -> None:
     bench_script("benchmarks/bench_native_ports.py")
     session.install(RAY)
     bench_script("benchmarks/bench_ray_probe.py")
+    bench_script("benchmarks/bench_ray_launch.py")
     _write_bench_results(ROOT / "benchmarks" / "RESULTS.md", runs)
     session.log("wrote benchmarks/RESULTS.md")
     if failed:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import ray
+from ray.util.placement_group import PlacementGroup
 
 from placement_ray._allocate import allocate, check_interpreters, wait_started
 from placement_ray._cluster import Cluster
 from placement_ray._placement_groups import create_placement_group
+from placement_ray._request import Seat, WorkerOptions, WorkerRequest
 from placement_ray.demo.workers import DemoWorker
 from placement_ray.errors import (
     ArgumentError,
@@ -19,9 +23,34 @@ from placement_ray.errors import (
 )
 
 
+def request(
+    name: str,
+    node_rank: int,
+    gpus: Sequence[int] = (),
+    env: Mapping[str, str] | None = None,
+    args: Sequence[Any] = (),
+    *,
+    bundle: tuple[PlacementGroup, int] | None = None,
+    more_bundles: Sequence[int] = (),
+    gpu_share: float | None = None,
+    interpreter: str | None = None,
+) -> WorkerRequest:
+    """A request made by hand (no placement), so allocate's own checks can be reached."""
+    return WorkerRequest(
+        component="worker",
+        rank=0,
+        name=name,
+        placement=None,
+        options=WorkerOptions(DemoWorker, args=tuple(args), gpu_share=gpu_share),
+        seat=Seat(node_rank, tuple(gpus), bundle, tuple(more_bundles)),
+        env=dict(env or {}),
+        interpreter=interpreter,
+    )
+
+
 def test_worker_runs_on_its_node_and_sees_exactly_its_gpus(placement_cluster: Cluster) -> None:
     worker = allocate(
-        DemoWorker, "probe", 2, [1, 3], {"MY_VAR": "x"}, ("lbl",), cluster=placement_cluster
+        request("probe", 2, [1, 3], {"MY_VAR": "x"}, ("lbl",)), cluster=placement_cluster
     )
     (report,) = wait_started([worker], timeout_s=60)
     assert report["node_id"] == placement_cluster.node(2).node_id
@@ -38,19 +67,25 @@ def test_worker_in_a_bundle_holds_a_share_of_its_first_gpu(placement_cluster: Cl
     group = create_placement_group(placement_cluster, [{"GPU": 1}, {"GPU": 1}], pin_to=[1, 1])
     first, second = group.slots
     worker = allocate(
-        DemoWorker,
-        "tp2",
-        1,
-        [first.gpu_id, second.gpu_id],
+        request(
+            "tp2",
+            1,
+            [first.gpu_id, second.gpu_id],
+            bundle=(group.pg, first.index),
+            more_bundles=[second.index],
+            gpu_share=0.3,
+        ),
         cluster=placement_cluster,
-        bundle=(group.pg, first.index),
-        gpu_share=0.3,
     )
     (report,) = wait_started([worker], timeout_s=60)
     assert tuple(report["ray_gpu_ids"]) == (first.gpu_id,)
     assert report["env"]["CUDA_VISIBLE_DEVICES"] == f"{first.gpu_id},{second.gpu_id}"
     assert worker.gpu_share == 0.3
     assert worker.bundle_index == first.index
+    assert placement_cluster.shares.used(group.pg.id.hex()) == {
+        first.index: 0.3,
+        second.index: 0.3,
+    }
 
 
 @pytest.mark.parametrize(
@@ -66,12 +101,12 @@ def test_bad_node_or_gpu_is_an_error_before_any_actor(
     cluster: Cluster, node_rank: int, gpus: list[int], match: str
 ) -> None:
     with pytest.raises(ArgumentError, match=match):
-        allocate(DemoWorker, "bad", node_rank, gpus, cluster=cluster)
+        allocate(request("bad", node_rank, gpus), cluster=cluster)
 
 
 def test_env_that_contradicts_the_gpus_is_an_error(cluster: Cluster) -> None:
     with pytest.raises(ArgumentError, match="contradicts"):
-        allocate(DemoWorker, "bad", 0, [0], {"CUDA_VISIBLE_DEVICES": "3"}, cluster=cluster)
+        allocate(request("bad", 0, [0], {"CUDA_VISIBLE_DEVICES": "3"}), cluster=cluster)
 
 
 def test_missing_interpreter_is_an_error_naming_node_and_path(cluster: Cluster) -> None:
@@ -94,7 +129,7 @@ def test_interpreter_without_ray_is_an_error(cluster: Cluster, tmp_path: Path) -
 
 def test_allocate_checks_the_interpreter_before_starting(cluster: Cluster) -> None:
     with pytest.raises(InterpreterError, match="does not exist"):
-        allocate(DemoWorker, "w", 0, [], cluster=cluster, interpreter="/nope/python")
+        allocate(request("w", 0, interpreter="/nope/python"), cluster=cluster)
 
 
 def test_start_that_cannot_fit_times_out_naming_worker_and_cause(
@@ -102,23 +137,12 @@ def test_start_that_cannot_fit_times_out_naming_worker_and_cause(
 ) -> None:
     group = create_placement_group(placement_cluster, [{"GPU": 1}], pin_to=[0])
     bundle = (group.pg, group.slots[0].index)
+    gpus = [group.slots[0].gpu_id]
     fits = allocate(
-        DemoWorker,
-        "first",
-        0,
-        [group.slots[0].gpu_id],
-        cluster=placement_cluster,
-        bundle=bundle,
-        gpu_share=0.7,
+        request("first", 0, gpus, bundle=bundle, gpu_share=0.7), cluster=placement_cluster
     )
     stuck = allocate(
-        DemoWorker,
-        "second",
-        0,
-        [group.slots[0].gpu_id],
-        cluster=placement_cluster,
-        bundle=bundle,
-        gpu_share=0.7,
+        request("second", 0, gpus, bundle=bundle, gpu_share=0.7), cluster=placement_cluster
     )
     wait_started([fits], timeout_s=120)  # on a loaded machine the one that fits may be slow
     with pytest.raises(WorkerStartTimeoutError) as caught:
@@ -129,6 +153,6 @@ def test_start_that_cannot_fit_times_out_naming_worker_and_cause(
 
 
 def test_worker_whose_init_raises_is_reported(placement_cluster: Cluster) -> None:
-    worker = allocate(DemoWorker, "broken", 0, [], None, ("a", "b", "c"), cluster=placement_cluster)
+    worker = allocate(request("broken", 0, args=("a", "b", "c")), cluster=placement_cluster)
     with pytest.raises(WorkerStartError, match=r"broken on node 0.*died starting"):
         wait_started([worker], timeout_s=60)

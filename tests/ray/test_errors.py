@@ -50,6 +50,7 @@ CASES: list[tuple[errors.PlacementRayError, type[Exception]]] = [
         TimeoutError,
     ),
     (errors.ProbeError("probe failed"), RuntimeError),
+    (errors.NativeCallError("fake NVML: no compiler", native="FakeNVMLBuildError"), RuntimeError),
     (
         errors.NodeLostError(
             "lost", dead_nodes=[(1, "n1")], affected=[{"role": "actor", "rank": 4, "node_rank": 1}]

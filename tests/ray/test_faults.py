@@ -27,7 +27,7 @@ from ray.util.placement_group import placement_group_table
 from placement_core import plan, plan_from_assignments
 from placement_core.inventory import Inventory
 from placement_ray._cluster import Cluster
-from placement_ray._colocation import GpuShare, check_shares, ledger
+from placement_ray._colocation import GpuShare, check_shares
 from placement_ray._feasibility import check_feasible
 from placement_ray._launch import _pending, default_shares, launch
 from placement_ray._placement_groups import create_placement_group
@@ -169,7 +169,7 @@ def test_launch_shows_the_plans_sharing_warning_and_books_every_gpu(
     with job:
         assert "partly overlap" in caplog.text
         group = job.placement_group(0)
-        used = ledger.used(group.pg.id.hex())
+        used = placement_cluster.shares.used(group.pg.id.hex())
         x, y = job["x"][0], job["y"][0]
         assert (x.gpu_share, y.gpu_share) == (0.5, 0.5)
         second = next(s.index for s in group.slots if s.gpu_id == x.gpu_ids[1])

@@ -21,6 +21,13 @@ Hierarchy::
     │                                   the testing kit's fake NVML could not be compiled
     └── FakeTopologyError (ValueError)  an unknown or malformed fake-NVML topology
 
+``NativeError`` does not derive from ``placement_core.PlacementError``: this package
+imports neither core nor ray. placement-ray, which promises that one ``except
+PlacementError`` catches everything the stack raises, re-raises every native error from
+its own calls into this package as one of its errors (``ArgumentError`` for a
+``ValueError`` here, ``NativeCallError`` otherwise) with the native error as
+``__cause__``. Code that calls placement-native directly catches ``NativeError``.
+
 Every exception pickles (they cross Ray process boundaries): constructor arguments are
 kept and replayed by ``__reduce__``.
 """

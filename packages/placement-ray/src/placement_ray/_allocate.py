@@ -1,11 +1,12 @@
-"""``allocate``: one actor on a given node and GPUs, the call everything else is built on.
+"""``allocate``: one worker request's actor, the call everything else is built on.
 
-A worker that uses GPUs sits in a placement-group bundle (the one of its first GPU) with a
-fractional GPU request, so Ray's accounting protects the GPU; it sees exactly its GPUs
-through the accelerator type's visibility variable, with ``RAY_EXPERIMENTAL_NOSET_*`` so
-Ray does not overwrite it. A worker without a bundle (a CPU agent, a robot controller) is
-pinned to its node with hard node affinity. The node group's interpreter and env vars
-reach the worker through its runtime_env (``py_executable``, ``env_vars``).
+It takes the worker's whole request (``_request.WorkerRequest``). A worker that uses
+GPUs sits in a placement-group bundle (the one of its first GPU) with a fractional GPU
+request, so Ray's accounting protects the GPU; it sees exactly its GPUs through the
+accelerator type's visibility variable, with ``RAY_EXPERIMENTAL_NOSET_*`` so Ray does not
+overwrite it. A worker without a bundle (a CPU agent, a robot controller) is pinned to its
+node with hard node affinity. The node group's interpreter and env vars reach the worker
+through its runtime_env (``py_executable``, ``env_vars``).
 
 Ray waits silently, forever, for an actor whose interpreter is broken or whose fractional
 request cannot fit, so: interpreters are checked on their node with a tiny task before any
@@ -31,10 +32,12 @@ from ray.util.scheduling_strategies import (
     PlacementGroupSchedulingStrategy,
 )
 
+from placement_core import Node
 from placement_core.env import visibility_env
 
-from ._colocation import ledger, validate_share
+from ._colocation import ShareLedger, validate_share
 from ._rayapi import alive_nodes
+from ._request import DEFAULT_RESOURCE, WorkerRequest
 from ._text import clean, strip_ansi
 from ._worker import WorkerSpec, actor_default_options, wrap_class
 from .errors import (
@@ -51,7 +54,9 @@ __all__ = [
     "Worker",
     "allocate",
     "check_interpreters",
+    "release",
     "wait_started",
+    "worker_shares",
 ]
 
 logger = logging.getLogger(__name__)
@@ -81,7 +86,9 @@ class Worker:
         interpreter: Its python interpreter, if not Ray's default.
         env: The environment it was given (runtime_env ``env_vars``).
         more_bundles: The bundles of its other GPUs in ``pg``: Ray does not know it uses
-            them, so its share of each is booked in the driver's ledger.
+            them, so its share of each is booked in the cluster view's ledger.
+        request: The request it was created from (issue it again to re-create the
+            worker elsewhere); None for a record made by hand.
     """
 
     component: str
@@ -97,6 +104,7 @@ class Worker:
     interpreter: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     more_bundles: tuple[int, ...] = ()
+    request: WorkerRequest | None = field(default=None, repr=False, compare=False)
 
     def describe(self) -> str:
         """``rollout rank 3 on node 1 (GPUs [2, 3], bundle 9, share 0.2)``."""
@@ -121,76 +129,82 @@ def _check_env(env: Mapping[str, str] | None) -> dict[str, str]:
     return clean
 
 
+def _checked_env(request: WorkerRequest, node: Node) -> dict[str, str]:
+    """The request's env, checked, with the visibility of the GPUs it sees."""
+    ids = request.seat.gpu_ids
+    unknown = [i for i in ids if i not in node.accelerator_ids]
+    if unknown or len(set(ids)) != len(ids):
+        raise ArgumentError(
+            f"accelerator_ids: node {request.node_rank} has accelerators "
+            f"{list(node.accelerator_ids)}; got {list(ids)}"
+        )
+    full_env = _check_env(request.env)
+    if ids:
+        wanted = visibility_env(node.accelerator_type, ids)
+        clash = {k: full_env[k] for k in wanted if k in full_env and full_env[k] != wanted[k]}
+        if clash:
+            raise ArgumentError(f"env: {clash} contradicts accelerator_ids {list(ids)} ({wanted})")
+        full_env.update(wanted)
+    return full_env
+
+
+def _placement_options(request: WorkerRequest, node: Node) -> tuple[dict[str, Any], float]:
+    """Ray's resource and scheduling options for the request's seat, and its GPU share."""
+    seat = request.seat
+    if seat.bundle is None:
+        strategy = NodeAffinitySchedulingStrategy(node_id=node.node_id, soft=False)
+        return {"num_gpus": 0, "scheduling_strategy": strategy}, 0.0
+    pg, index = seat.bundle
+    gpu_share = request.options.gpu_share
+    share = validate_share("gpu_share", 1.0 if gpu_share is None else gpu_share)
+    resource = request.options.resource
+    asked: dict[str, Any] = (
+        {"num_gpus": share}
+        if resource == DEFAULT_RESOURCE
+        else {"num_gpus": 0, "resources": {resource: share}}
+    )
+    asked["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+        placement_group=pg,
+        placement_group_bundle_index=index,
+        placement_group_capture_child_tasks=request.options.capture_child_tasks,
+    )
+    return asked, share
+
+
 def allocate(
-    cls: Any,
-    name: str,
-    node_rank: int,
-    accelerator_ids: Sequence[int] = (),
-    env: Mapping[str, str] | None = None,
-    args: Sequence[Any] = (),
-    kwargs: Mapping[str, Any] | None = None,
+    request: WorkerRequest,
     *,
     cluster: Cluster,
-    bundle: tuple[PlacementGroup, int] | None = None,
-    gpu_share: float | None = None,
-    more_bundles: Sequence[int] = (),
-    num_cpus: float = 0,
-    interpreter: str | None = None,
     check_interpreter: bool = True,
-    component: str = "worker",
-    rank: int = 0,
-    port_blocks: Mapping[str, tuple[int, bool]] | None = None,
     defer_init: bool = False,
-    bind_cpus: bool = False,
-    capture_child_tasks: bool = False,
     actor_name: str | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> Worker:
-    """Start one actor of ``cls`` on node ``node_rank``, seeing GPUs ``accelerator_ids``.
+    """Start the actor of one worker request on its node, seeing exactly its GPUs.
 
-    The actor starts asynchronously; :func:`wait_started` waits for it with a timeout.
+    A request with a bundle sits there with its GPU share (Ray's accounting protects that
+    GPU) and books the share of each of its bundles in ``cluster.shares``; one without is
+    pinned with hard node affinity and asks Ray for no GPU. The node group's interpreter
+    and env reach the worker through its runtime_env. The actor starts asynchronously;
+    :func:`wait_started` waits for it with a timeout.
 
     Args:
-        cls: The worker class (plain, or decorated with ``@ray.remote``).
-        name: A readable name for messages (``actor rank 3``).
-        node_rank: The node, by rank in the cluster's order.
-        accelerator_ids: Physical GPU indices on that node the worker may see; the
-            visibility variable of the node's accelerator type is set to them.
-        env: Extra environment (node-group env vars, the variables of
-            docs/concepts/worker-environment.md).
-        args: Constructor arguments.
-        kwargs: Constructor keyword arguments.
-        cluster: The job's cluster view.
-        bundle: ``(placement group, bundle index)`` of the worker's first GPU: the worker
-            sits there with ``gpu_share``. Without a bundle the worker is pinned with
-            hard node affinity and asks Ray for no GPU (Ray then does not protect the
-            GPUs it sees; :func:`~placement_ray._launch.launch` always reserves them).
-        gpu_share: Fractional GPU request in ``bundle`` (default 1).
-        more_bundles: Bundles of the same placement group holding the worker's other
-            GPUs; its share of each is booked in the driver's ledger (Ray counts only the
-            bundle it sits in).
-        num_cpus: CPUs the actor asks for.
-        interpreter: Python interpreter for the worker (runtime_env ``py_executable``).
+        request: The worker's request (:func:`~placement_ray._request.worker_request`).
+        cluster: The job's cluster view (its share ledger is booked).
         check_interpreter: Check the interpreter on the node first (one tiny task).
-        component: Component name (for records and messages).
-        rank: Rank within the component.
-        port_blocks: Port blocks to reserve and hold inside the worker, by name:
-            ``(count, consecutive)``.
         defer_init: Run the user's ``__init__`` only on ``_placement_setup``.
-        bind_cpus: Bind the worker to the CPUs in ``PLACEMENT_CPU_AFFINITY`` (from
-            ``env``) before its ``__init__``.
-        capture_child_tasks: Tasks the actor starts are scheduled in its placement group.
         actor_name: Register the actor under this name (in the job's namespace).
         options: Further ``.options(...)`` for Ray (``max_concurrency``, ...).
 
     Returns:
-        The worker record with its actor handle.
+        The worker record with its actor handle and its request.
 
     Raises:
-        ArgumentError: a bad argument (unknown node, a GPU the node does not have, a
-            bundle on another node, a bad share, env values that are not strings, ...).
+        ArgumentError: a bad request (unknown node, a GPU the node does not have, a bad
+            share, env values that are not strings or contradict the GPUs, ...).
         InterpreterError: the interpreter cannot run on that node.
     """
+    node_rank = request.node_rank
     if isinstance(node_rank, bool) or not isinstance(node_rank, int):
         raise ArgumentError(f"node_rank: expected an int, got {node_rank!r}")
     if not 0 <= node_rank < cluster.num_nodes:
@@ -198,83 +212,74 @@ def allocate(
             f"node_rank: expected a node rank in 0..{cluster.num_nodes - 1}, got {node_rank}"
         )
     node = cluster.node(node_rank)
-    ids = tuple(accelerator_ids)
-    unknown = [i for i in ids if i not in node.accelerator_ids]
-    if unknown or len(set(ids)) != len(ids):
-        raise ArgumentError(
-            f"accelerator_ids: node {node_rank} has accelerators "
-            f"{list(node.accelerator_ids)}; got {list(ids)}"
-        )
-    full_env = _check_env(env)
-    if ids:
-        wanted = visibility_env(node.accelerator_type, ids)
-        clash = {k: full_env[k] for k in wanted if k in full_env and full_env[k] != wanted[k]}
-        if clash:
-            raise ArgumentError(f"env: {clash} contradicts accelerator_ids {list(ids)} ({wanted})")
-        full_env.update(wanted)
-    if interpreter is not None and check_interpreter:
-        check_interpreters(cluster, [(node_rank, interpreter)])
+    full_env = _checked_env(request, node)
+    if request.interpreter is not None and check_interpreter:
+        check_interpreters(cluster, [(node_rank, request.interpreter)])
+    cls = request.options.cls
     ray_options: dict[str, Any] = {
         k: v for k, v in actor_default_options(cls).items() if k not in _OWN_OPTIONS
     }
     ray_options.update(options or {})
     ray_options.setdefault("max_restarts", 0)
-    ray_options["num_cpus"] = num_cpus
-    share = 0.0
-    if bundle is not None:
-        pg, index = bundle
-        share = validate_share("gpu_share", 1.0 if gpu_share is None else gpu_share)
-        ray_options["num_gpus"] = share
-        ray_options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-            placement_group=pg,
-            placement_group_bundle_index=index,
-            placement_group_capture_child_tasks=capture_child_tasks,
-        )
-    else:
-        if gpu_share is not None:
-            raise ArgumentError(
-                "gpu_share: a share needs a bundle to sit in; pass bundle=(pg, index)"
-            )
-        ray_options["num_gpus"] = 0
-        ray_options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
-            node_id=node.node_id, soft=False
-        )
+    ray_options["num_cpus"] = request.options.num_cpus
+    placed, share = _placement_options(request, node)
+    ray_options.update(placed)
     runtime_env: dict[str, Any] = {"env_vars": full_env}
-    if interpreter is not None:
-        runtime_env["py_executable"] = interpreter
+    if request.interpreter is not None:
+        runtime_env["py_executable"] = request.interpreter
     ray_options["runtime_env"] = runtime_env
     if actor_name is not None:
         ray_options["name"] = actor_name
     spec = WorkerSpec(
-        name=name,
-        port_blocks=dict(port_blocks or {}),
+        name=request.name,
+        port_blocks=dict(request.port_blocks),
         defer_init=defer_init,
-        bind_cpus=bind_cpus,
+        bind_cpus=request.options.bind_cpus,
         report_env=tuple(k for k in full_env if not k.startswith("RAY_")),
     )
-    remote_cls = _remote_class(cls)
     try:
-        handle = remote_cls.options(**ray_options).remote(spec, *args, **dict(kwargs or {}))
+        handle = (
+            _remote_class(cls)
+            .options(**ray_options)
+            .remote(spec, *request.options.args, **dict(request.options.kwargs))
+        )
     except ValueError as exc:  # a taken actor name, an option Ray rejects
-        raise ArgumentError(f"{name}: Ray refused to create the actor: {clean(str(exc))}") from exc
-    if bundle is not None:
-        for index in (bundle[1], *more_bundles):
-            ledger.add(bundle[0].id.hex(), index, share)
+        raise ArgumentError(
+            f"{request.name}: Ray refused to create the actor: {clean(str(exc))}"
+        ) from exc
+    worker = _worker(request, node.node_id, handle, share, full_env)
+    cluster.shares.book(worker_shares(worker))
+    return worker
+
+
+def _worker(
+    request: WorkerRequest, node_id: str, handle: Any, share: float, env: Mapping[str, str]
+) -> Worker:
+    seat = request.seat
     return Worker(
-        component=component,
-        rank=rank,
-        name=name,
-        node_rank=node_rank,
-        node_id=node.node_id,
-        gpu_ids=ids,
+        component=request.component,
+        rank=request.rank,
+        name=request.name,
+        node_rank=seat.node_rank,
+        node_id=node_id,
+        gpu_ids=seat.gpu_ids,
         handle=handle,
-        pg=bundle[0] if bundle else None,
-        bundle_index=bundle[1] if bundle else None,
+        pg=seat.bundle[0] if seat.bundle else None,
+        bundle_index=seat.bundle[1] if seat.bundle else None,
         gpu_share=share,
-        interpreter=interpreter,
-        env=full_env,
-        more_bundles=tuple(more_bundles) if bundle is not None else (),
+        interpreter=request.interpreter,
+        env=dict(env),
+        more_bundles=seat.more_bundles if seat.bundle is not None else (),
+        request=request,
     )
+
+
+def worker_shares(worker: Worker) -> list[tuple[str, int, float]]:
+    """``(placement group id, bundle index, share)`` for every bundle the worker uses."""
+    if worker.pg is None or worker.bundle_index is None:
+        return []
+    pg_id = worker.pg.id.hex()
+    return [(pg_id, i, worker.gpu_share) for i in (worker.bundle_index, *worker.more_bundles)]
 
 
 _remote_classes: dict[Any, Any] = {}
@@ -289,16 +294,20 @@ def _remote_class(cls: Any) -> Any:
     return remote
 
 
-def release(workers: Iterable[Worker]) -> None:
-    """Kill the workers' actors and return their GPU shares to the ledger."""
+def release(workers: Iterable[Worker], shares: ShareLedger | None = None) -> None:
+    """Kill the workers' actors; return their GPU shares to ``shares`` when given.
+
+    Only the code that booked the shares (the owner of the cluster view's ledger: a
+    startup that failed, a ``WorkerGroup`` killed) passes ``shares``, so a share is
+    returned exactly once.
+    """
     for worker in workers:
         try:
             ray.kill(worker.handle, no_restart=True)
         except Exception as exc:  # already dead: nothing to release
             logger.debug("killing %s: %s", worker.name, exc)
-        if worker.pg is not None and worker.bundle_index is not None:
-            for index in (worker.bundle_index, *worker.more_bundles):
-                ledger.remove(worker.pg.id.hex(), index, worker.gpu_share)
+        if shares is not None:
+            shares.unbook(worker_shares(worker))
 
 
 # ----------------------------------------------------------------- interpreters

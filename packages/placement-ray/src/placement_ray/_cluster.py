@@ -33,6 +33,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from placement_core.inventory import Inventory, Node
 
+from ._colocation import ShareLedger
 from ._discovery import discover_inventory
 from ._node_order import NODE_RANK_LABEL
 from ._rayapi import alive_nodes, head_node_id
@@ -155,6 +156,25 @@ def _shorten(values: list[int], limit: int = 8) -> str:
     return shown + (", ..." if len(values) > limit else "")
 
 
+def _local_only_given(
+    num_gpus: int | None, num_cpus: int | None, node_ip_address: str | None
+) -> list[str]:
+    """Check the arguments that only apply to a local start; the names of those given."""
+    for name, count in (("num_gpus", num_gpus), ("num_cpus", num_cpus)):
+        if count is not None and (
+            isinstance(count, bool) or not isinstance(count, int) or count < 0
+        ):
+            raise ArgumentError(f"{name}: expected an int >= 0 or None, got {count!r}")
+    if node_ip_address is not None and (
+        not isinstance(node_ip_address, str) or not node_ip_address.strip()
+    ):
+        raise ArgumentError(
+            f"node_ip_address: expected a non-empty IP string or None, got {node_ip_address!r}"
+        )
+    local_only = {"num_gpus": num_gpus, "num_cpus": num_cpus, "node_ip_address": node_ip_address}
+    return [k for k, v in local_only.items() if v is not None]
+
+
 class Cluster:
     """One job's view of a Ray cluster: connection, namespace and ordered inventory.
 
@@ -179,6 +199,11 @@ class Cluster:
             them) so every later subprocess of this one attaches to the same job. Off by
             default: nothing process-wide is edited; pass :meth:`attach_env` to the
             subprocesses that should attach instead.
+
+    Attributes:
+        shares: The GPU shares this view's workers hold per placement-group bundle (a
+            ``ShareLedger``): every worker started through this view books its shares
+            there, and every later allocation into those bundles is checked against them.
 
     Raises:
         ArgumentError: a bad argument.
@@ -212,6 +237,7 @@ class Cluster:
         ):
             raise ArgumentError(f"timeout_s: expected seconds > 0 or None, got {timeout_s!r}")
         self.started_local = False
+        self.shares = ShareLedger()
         self._exported: dict[str, str | None] = {}
         self.job, self.namespace = self._connect(address, job, num_gpus, num_cpus, node_ip_address)
         try:
@@ -329,23 +355,7 @@ class Cluster:
             job = os.environ.get(JOB_ENV) or None
         if job is not None and (not isinstance(job, str) or not job.strip() or "/" in job):
             raise ArgumentError(f"job: expected a non-empty name without '/', got {job!r}")
-        for name, count in (("num_gpus", num_gpus), ("num_cpus", num_cpus)):
-            if count is not None and (
-                isinstance(count, bool) or not isinstance(count, int) or count < 0
-            ):
-                raise ArgumentError(f"{name}: expected an int >= 0 or None, got {count!r}")
-        if node_ip_address is not None and (
-            not isinstance(node_ip_address, str) or not node_ip_address.strip()
-        ):
-            raise ArgumentError(
-                f"node_ip_address: expected a non-empty IP string or None, got {node_ip_address!r}"
-            )
-        local_only = {
-            "num_gpus": num_gpus,
-            "num_cpus": num_cpus,
-            "node_ip_address": node_ip_address,
-        }
-        given = [k for k, v in local_only.items() if v is not None]
+        given = _local_only_given(num_gpus, num_cpus, node_ip_address)
         if ray.is_initialized():
             if given:
                 raise ArgumentError(

@@ -8,15 +8,16 @@ every one of them.
 Ray itself can only protect one of those GPUs: an actor sits in one bundle, so it asks for
 its share of its first GPU's bundle and Ray knows nothing of the others. Every other GPU
 it uses is protected by our own per-bundle accounting instead: the share is recorded in
-the driver's :data:`ledger` on each of its bundles, and every placement-ray allocation
-into a bundle (launch, slime's train group and rollout engines) checks the ledger first.
+the cluster view's :class:`ShareLedger` (``Cluster.shares``) on each of its bundles, and
+every placement-ray allocation into a bundle (launch, slime's train group and rollout
+engines) checks the ledger first.
 Work placed into those bundles directly through Ray, bypassing placement-ray, is not
 checked: reserving each extra GPU with an idle placeholder actor would make Ray enforce
 it, at the price of one idle process per extra GPU.
 
-Shares already handed out in a placement group are remembered per bundle (in this driver
-process), so a rollout created after a colocated trainer is checked against the trainer's
-shares too.
+Shares already handed out in a placement group are remembered per bundle (by the cluster
+view, in this driver process), so a rollout created after a colocated trainer is checked
+against the trainer's shares too.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from .errors import ArgumentError, OversubscribedGPUError
 __all__ = [
     "SHARE_QUANTUM",
     "GpuShare",
+    "ShareLedger",
     "check_shares",
     "default_share",
-    "ledger",
     "validate_share",
 ]
 
@@ -136,8 +137,14 @@ def check_shares(
     return dict(totals)
 
 
-class _Ledger:
-    """Shares handed out per placement-group bundle, in this driver process."""
+class ShareLedger:
+    """GPU shares handed out per placement-group bundle, by one cluster view.
+
+    Each ``Cluster`` holds one (``Cluster.shares``): every worker placement-ray starts
+    through that view books the share of each bundle it uses, and returns it when it is
+    killed, so a later allocation into the same bundles (a rollout after a colocated
+    trainer) is checked against them. Thread-safe.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -148,28 +155,33 @@ class _Ledger:
         with self._lock:
             return dict(self._used.get(pg_id, {}))
 
-    def add(self, pg_id: str, bundle: int, share: float) -> None:
+    def book(self, entries: Iterable[tuple[str, int, float]]) -> None:
+        """Add ``(placement group id, bundle index, share)`` entries."""
         with self._lock:
-            per = self._used.setdefault(pg_id, {})
-            per[bundle] = round(per.get(bundle, 0.0) + share, 6)
+            for pg_id, bundle, share in entries:
+                per = self._used.setdefault(pg_id, {})
+                per[bundle] = round(per.get(bundle, 0.0) + share, 6)
 
-    def remove(self, pg_id: str, bundle: int, share: float) -> None:
+    def unbook(self, entries: Iterable[tuple[str, int, float]]) -> None:
+        """Take back ``(placement group id, bundle index, share)`` entries booked before."""
         with self._lock:
-            per = self._used.get(pg_id)
-            if per is None or bundle not in per:
-                return
-            left = round(per[bundle] - share, 6)
-            if left > _EPS:
-                per[bundle] = left
-            else:
-                del per[bundle]
-            if not per:
-                del self._used[pg_id]
+            for pg_id, bundle, share in entries:
+                per = self._used.get(pg_id)
+                if per is None or bundle not in per:
+                    continue
+                left = round(per[bundle] - share, 6)
+                if left > _EPS:
+                    per[bundle] = left
+                else:
+                    del per[bundle]
+                if not per:
+                    del self._used[pg_id]
 
     def forget(self, pg_id: str) -> None:
+        """Drop every share of a placement group (it was removed)."""
         with self._lock:
             self._used.pop(pg_id, None)
 
-
-ledger = _Ledger()
-"""The driver's record of GPU shares in use per placement-group bundle."""
+    def __repr__(self) -> str:
+        with self._lock:
+            return f"ShareLedger({self._used!r})"

@@ -42,22 +42,22 @@ from placement_core.env import (
     HARDWARE_TYPE_ENV,
     RANK_ENV_VARS,
     VISIBILITY_ENV_VARS,
-    visibility_env,
 )
 from placement_core.records import Placement
 
 from ._allocate import Worker, check_interpreters
 from ._cluster import Cluster
-from ._colocation import (
-    SHARE_QUANTUM,
-    GpuShare,
-    check_shares,
-    default_share,
-    ledger,
-    validate_share,
-)
+from ._colocation import SHARE_QUANTUM, GpuShare, check_shares, default_share, validate_share
 from ._placement_groups import OrderedPlacementGroup, create_placement_group
-from ._startup import Start, start_workers
+from ._request import (
+    DEFAULT_RESOURCE,
+    WorkerOptions,
+    WorkerRequest,
+    placement_kind,
+    seat_for,
+    worker_request,
+)
+from ._startup import Started, start_workers
 from ._worker import COMPONENT_ENV, MASTER_PORT_BLOCK
 from ._worker_group import WorkerGroup
 from .errors import ArgumentError, BusyAcceleratorError
@@ -85,12 +85,6 @@ class _Pending:
     @property
     def name(self) -> str:
         return f"{self.component} rank {self.placement.rank}"
-
-    def placement_user_env(self, the_plan: Plan) -> dict[str, str]:
-        """The env vars the placement's node group sets on its node."""
-        p = self.placement
-        _, env = the_plan.config.node_environment(p.node_group, p.node_rank)
-        return env
 
 
 def _live_plan(
@@ -143,12 +137,6 @@ def _per_component(
     return dict.fromkeys(components, value)
 
 
-def _kind(placement: Placement) -> str:
-    if placement.hardware_type is not None:
-        return "hardware"
-    return "gpu" if placement.hardware_ranks else "node"
-
-
 def default_shares(the_plan: Plan, gpu_share: Any = None) -> dict[str, float]:
     """Each component's GPU share: given, or an even split of what its GPUs have free.
 
@@ -167,7 +155,7 @@ def default_shares(the_plan: Plan, gpu_share: Any = None) -> dict[str, float]:
 
 
 def _gpus(p: Placement) -> list[tuple[int, int]]:
-    return [(p.node_rank, g) for g in p.hardware_ranks] if _kind(p) == "gpu" else []
+    return [(p.node_rank, g) for g in p.hardware_ranks] if placement_kind(p) == "gpu" else []
 
 
 def _pending(the_plan: Plan, gpu_share: Any) -> list[_Pending]:
@@ -196,7 +184,7 @@ def _pending(the_plan: Plan, gpu_share: Any) -> list[_Pending]:
             ]
             # Nothing free: the smallest share, so check_shares names the overflow.
             share = max(min(split, default=1.0), SHARE_QUANTUM)
-        out.extend(_Pending(component, p, _kind(p), share) for p in placements)
+        out.extend(_Pending(component, p, placement_kind(p), share) for p in placements)
     return out
 
 
@@ -241,8 +229,9 @@ def _reserve(
     *,
     cpus_per_bundle: float,
     timeout_s: float | None,
+    resource: str = DEFAULT_RESOURCE,
 ) -> tuple[dict[int, OrderedPlacementGroup], dict[tuple[int, int], tuple[int, int]]]:
-    """One placement group per node, one 1-GPU bundle per planned GPU on it.
+    """One placement group per node, one bundle of one ``resource`` per planned GPU on it.
 
     Returns the groups by node rank and ``(node, plan id) -> (physical, bundle index)``.
     One group per node keeps a node loss local: Ray cannot move a lost node's pinned
@@ -260,7 +249,7 @@ def _reserve(
     per_node: dict[int, int] = defaultdict(int)
     for node, _ in keys:
         per_node[node] += 1
-    bundle = {"GPU": 1.0, "CPU": float(cpus_per_bundle)} if cpus_per_bundle else {"GPU": 1.0}
+    bundle = {resource: 1.0, "CPU": float(cpus_per_bundle)} if cpus_per_bundle else {resource: 1.0}
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     groups: dict[int, OrderedPlacementGroup] = {}
     try:
@@ -286,24 +275,6 @@ def _reserve(
             mapping[moved[0]][0],
         )
     return groups, mapping
-
-
-def _worker_env(
-    the_plan: Plan,
-    w: _Pending,
-    physical: tuple[int, ...],
-    master_addr: str,
-) -> dict[str, str]:
-    env = the_plan.env(w.component, w.placement.rank, master_addr=master_addr)
-    if COMPONENT_ENV in w.placement_user_env(the_plan):
-        raise ArgumentError(
-            f"node group {w.placement.node_group!r} sets {COMPONENT_ENV} on node "
-            f"{w.placement.node_rank}: placement-ray sets it itself"
-        )
-    env[COMPONENT_ENV] = w.component
-    if w.kind == "gpu" and physical != w.placement.visible_accelerators:
-        env.update(visibility_env(w.placement.accelerator_type, physical))
-    return env
 
 
 def _refuse_busy(the_plan: Plan) -> None:
@@ -417,7 +388,7 @@ class Launch:
         self._closed = True
         for group in self.worker_groups.values():
             group.kill()
-        _remove(self.placement_groups.values())
+        _remove(self.cluster, self.placement_groups.values())
 
     def __enter__(self) -> Launch:
         return self
@@ -431,9 +402,9 @@ class Launch:
         self.shutdown()
 
 
-def _remove(groups: Iterable[OrderedPlacementGroup]) -> None:
+def _remove(cluster: Cluster, groups: Iterable[OrderedPlacementGroup]) -> None:
     for group in groups:
-        ledger.forget(group.pg.id.hex())
+        cluster.shares.forget(group.pg.id.hex())
         try:
             group.remove()
         except Exception as exc:  # gone with its node already
@@ -534,79 +505,112 @@ def launch(
     if not allow_busy:
         _refuse_busy(the_plan)
     components = list(the_plan.components)
+    _check_actors(actors, components)
+    pending = _pending(the_plan, gpu_share)
+    options = _component_options(
+        actors,
+        {w.component: w.share for w in pending},
+        {"args": args, "kwargs": kwargs, "num_cpus": num_cpus, "port_blocks": port_blocks},
+        master_port=master_port,
+        bind_cpus=bind_cpus,
+    )
+    for warning in the_plan.warnings:
+        logger.warning("%s", warning)
+    check_shares(
+        GpuShare(w.name, node, gpu, w.share) for w in pending for node, gpu in _gpus(w.placement)
+    )
+    check_interpreters(cluster, _interpreters(the_plan))
+    pgs, mapping = _reserve(
+        cluster, pending, cpus_per_bundle=cpus_per_bundle, timeout_s=pg_timeout_s
+    )
+    requests = [_request(the_plan, w, options[w.component], pgs, mapping) for w in pending]
+    started = start_workers(
+        requests,
+        cluster=cluster,
+        timeout_s=timeout_s,
+        cleanup=lambda: _remove(cluster, pgs.values()),
+    )
+    groups = _worker_groups(the_plan, cluster, started)
+    gpu_map = {key: physical for key, (physical, _) in mapping.items()}
+    return Launch(the_plan, cluster, pgs, groups, gpu_map)
+
+
+def _check_actors(actors: Mapping[str, Any], components: Sequence[str]) -> None:
     if not isinstance(actors, Mapping):
         raise ArgumentError(f"actors: expected a mapping of component -> class, got {actors!r}")
     missing = [c for c in components if c not in actors]
     unknown = sorted(set(actors) - set(components))
     if missing or unknown:
         raise ArgumentError(
-            f"actors: expected a class for each component {components}; "
+            f"actors: expected a class for each component {list(components)}; "
             + (f"missing {missing}" if missing else "")
             + ("; " if missing and unknown else "")
             + (f"unknown {unknown}" if unknown else "")
         )
-    all_args = _per_component("args", args, components, ())
-    all_kwargs = _per_component("kwargs", kwargs, components, {})
-    cpus = _per_component("num_cpus", num_cpus, components, 0)
-    blocks = _port_blocks(port_blocks, components)
-    pending = _pending(the_plan, gpu_share)
-    for warning in the_plan.warnings:
-        logger.warning("%s", warning)
-    check_shares(
-        GpuShare(w.name, node, gpu, w.share) for w in pending for node, gpu in _gpus(w.placement)
-    )
-    interpreters = {
-        (w.placement.node_rank, path)
-        for w in pending
-        if (path := the_plan.interpreter(w.component, w.placement.rank)) is not None
-    }
-    check_interpreters(cluster, interpreters)
-    pgs, mapping = _reserve(
-        cluster, pending, cpus_per_bundle=cpus_per_bundle, timeout_s=pg_timeout_s
-    )
-    starts = []
-    for w in pending:
-        p = w.placement
-        physical = (
-            tuple(mapping[(p.node_rank, g)][0] for g in p.hardware_ranks) if w.kind == "gpu" else ()
-        )
-        bundle = None
-        more: tuple[int, ...] = ()
-        if w.kind == "gpu":
-            bundle = (pgs[p.node_rank].pg, mapping[(p.node_rank, p.hardware_ranks[0])][1])
-            more = tuple(mapping[(p.node_rank, g)][1] for g in p.hardware_ranks[1:])
-        starts.append(
-            Start(
-                actors[w.component],
-                w.name,
-                w.component,
-                p.rank,
-                p.node_rank,
-                physical,
-                _worker_env(the_plan, w, physical, the_plan.master_addr(w.component)),
-                all_args[w.component],
-                all_kwargs[w.component],
-                bundle=bundle,
-                gpu_share=w.share,
-                more_bundles=more,
-                num_cpus=cpus[w.component],
-                interpreter=the_plan.interpreter(w.component, p.rank),
-                port_blocks=blocks[w.component],
-                bind_cpus=bind_cpus,
-            )
-        )
 
-    started = start_workers(
-        starts,
-        cluster=cluster,
-        master_port=master_port,
-        timeout_s=timeout_s,
-        cleanup=lambda: _remove(pgs.values()),
-    )
+
+def _component_options(
+    actors: Mapping[str, Any],
+    shares: Mapping[str, float],
+    given: Mapping[str, Any],
+    *,
+    master_port: bool,
+    bind_cpus: bool,
+) -> dict[str, WorkerOptions]:
+    """Each component's ``WorkerOptions``.
+
+    ``shares`` has every component of the plan; ``given`` holds ``launch``'s
+    per-component arguments (``args``, ``kwargs``, ``num_cpus``, ``port_blocks``).
+    """
+    components = list(shares)
+    all_args = _per_component("args", given["args"], components, ())
+    all_kwargs = _per_component("kwargs", given["kwargs"], components, {})
+    cpus = _per_component("num_cpus", given["num_cpus"], components, 0)
+    blocks = _port_blocks(given["port_blocks"], components)
+    return {
+        c: WorkerOptions(
+            actors[c],
+            args=tuple(all_args[c]),
+            kwargs=dict(all_kwargs[c] or {}),
+            master_port=master_port,
+            gpu_share=shares.get(c),
+            num_cpus=cpus[c],
+            port_blocks=blocks[c],
+            bind_cpus=bind_cpus,
+        )
+        for c in components
+    }
+
+
+def _interpreters(the_plan: Plan) -> set[tuple[int, str]]:
+    """``(node rank, interpreter)`` of every placement whose node group names one."""
+    return {
+        (p.node_rank, path)
+        for component, placements in the_plan.components.items()
+        for p in placements
+        if (path := the_plan.interpreter(component, p.rank)) is not None
+    }
+
+
+def _request(
+    the_plan: Plan,
+    w: _Pending,
+    options: WorkerOptions,
+    pgs: Mapping[int, OrderedPlacementGroup],
+    mapping: Mapping[tuple[int, int], tuple[int, int]],
+) -> WorkerRequest:
+    """One pending worker's request, seated in its node's placement group."""
+    group = pgs.get(w.placement.node_rank)
+    seat = seat_for(w.placement, group.pg if group is not None else None, mapping)
+    return worker_request(the_plan, w.component, w.placement, options, seat)
+
+
+def _worker_groups(the_plan: Plan, cluster: Cluster, started: Started) -> dict[str, WorkerGroup]:
+    """Component -> its ``WorkerGroup``, in plan order."""
     by_component: dict[str, list[tuple[Worker, dict[str, Any]]]] = defaultdict(list)
     for worker, report in zip(started.workers, started.reports, strict=True):
         by_component[worker.component].append((worker, report))
-    groups = {
+    return {
         c: WorkerGroup(
             c,
             [w for w, _ in by_component[c]],
@@ -615,7 +619,5 @@ def launch(
             master_addr=the_plan.master_addr(c),
             master_port=started.master_ports[c],
         )
-        for c in components
+        for c in the_plan.components
     }
-    gpu_map = {key: physical for key, (physical, _) in mapping.items()}
-    return Launch(the_plan, cluster, pgs, groups, gpu_map)

@@ -35,6 +35,7 @@ from placement_core.env import (
 from placement_core.hardware import FROM_NODE_KEY, fill_from_node
 
 from ._cpus import bind_cpus, current_cpus
+from ._native import native_errors
 from .errors import ArgumentError, PortNotHeldError
 
 __all__ = [
@@ -207,7 +208,8 @@ class PlacementWorker:
             from placement_native.ports import reserve_ports
 
             for name, (count, consecutive) in _placement_spec.port_blocks.items():
-                reservation = reserve_ports(count, host=host, consecutive=consecutive)
+                with native_errors(f"port block {name!r}"):
+                    reservation = reserve_ports(count, host=host, consecutive=consecutive)
                 with _held_lock:
                     _held[name] = reservation
         if _placement_spec.defer_init:

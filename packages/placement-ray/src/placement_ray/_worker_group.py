@@ -262,9 +262,10 @@ class WorkerGroup:
             raise ArgumentError(f"worker group {self.component!r} was killed")
 
     def kill(self) -> None:
-        """Kill every worker (their held ports close with them); idempotent."""
+        """Kill every worker (their held ports close with them, their GPU shares return to
+        the cluster view's ledger); idempotent."""
         if not self._killed:
-            release(self.workers)
+            release(self.workers, self.cluster.shares)
             self._killed = True
 
     def __repr__(self) -> str:

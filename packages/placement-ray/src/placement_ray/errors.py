@@ -27,6 +27,9 @@ Hierarchy::
     │                                        a placement group was not placed in time; lists
     │                                        every unplaced bundle and every node's resources
     ├── ProbeError (RuntimeError)            learning a bundle's physical GPU failed
+    ├── NativeCallError (RuntimeError)       placement-native failed (its error is the
+    │                                        __cause__; a native ValueError becomes an
+    │                                        ArgumentError instead)
     ├── NodeLostError (RuntimeError)         nodes died under a running job; lists the
     │                                        affected bundles / workers by rank, node, GPUs
     ├── WorkerStartError (RuntimeError)      workers died starting or their __init__ raised
@@ -38,6 +41,13 @@ Hierarchy::
     ├── WorkerTimeoutError (TimeoutError)    a WorkerGroup call did not finish in time
     └── PortNotHeldError (LookupError)       inside a worker: a port block it does not hold
                                              (or handed over already)
+
+placement-native's own errors (``placement_native.NativeError``: NVML, ports, the
+testing kit's fake NVML) do not derive from ``PlacementError``: placement-native imports
+neither core nor ray. placement-ray never lets one through: every call it makes into
+placement-native re-raises a native ``ValueError`` as ``ArgumentError`` and any other
+native error as ``NativeCallError``, with the native error as ``__cause__``. So one
+``except placement_core.PlacementError`` catches everything the stack raises.
 
 Every exception pickles (they cross Ray process boundaries): the message and the
 attributes are kept in ``__dict__`` and replayed by ``__reduce__``.
@@ -59,6 +69,7 @@ __all__ = [
     "ForeignClusterError",
     "InfeasiblePlacementGroupError",
     "InterpreterError",
+    "NativeCallError",
     "NodeLostError",
     "NodeOrderError",
     "NodesNotReadyError",
@@ -249,6 +260,21 @@ class PlacementGroupTimeoutError(PlacementRayError, TimeoutError):
 
 class ProbeError(PlacementRayError, RuntimeError):
     """A probe task that reads a bundle's physical GPU id failed or timed out."""
+
+
+class NativeCallError(PlacementRayError, RuntimeError):
+    """placement-native failed where placement-ray called it; the native error is the cause.
+
+    A native ``ValueError`` (a bad argument) becomes an ``ArgumentError`` instead.
+
+    Attributes:
+        native: The class name of the native error (``FakeNVMLBuildError``,
+            ``NoFreePortsError``, ...); the error itself is ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, native: str) -> None:
+        self.native = native
+        super().__init__(message)
 
 
 class NodeLostError(PlacementRayError, RuntimeError):

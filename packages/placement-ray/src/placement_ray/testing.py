@@ -142,10 +142,11 @@ class SimulatedCluster:
         fakes: Each node's ``FakeNvml`` (None where the node has no NVML).
 
     Raises:
-        ArgumentError: a bad spec field.
+        ArgumentError: a bad spec field, or a fake machine that is unknown or malformed
+            (placement-native's ``FakeTopologyError`` is its ``__cause__``).
         ClusterError: Ray is not kept on loopback, or the nodes did not come up.
-        FakeTopologyError, FakeNVMLBuildError: a fake machine is unknown, malformed, or
-            its library cannot be compiled.
+        NativeCallError: the fake machine's library cannot be compiled (placement-native's
+            ``FakeNVMLBuildError`` is its ``__cause__``).
     """
 
     def __init__(self, spec: ClusterSpec | None = None, **kwargs: Any) -> None:
@@ -168,7 +169,10 @@ class SimulatedCluster:
             return None
         from placement_native.testing import FakeNvml
 
-        return FakeNvml(machine)
+        from ._native import native_errors
+
+        with native_errors(f"topology {machine!r}"):
+            return FakeNvml(machine)
 
     def node_args(self, rank: int) -> dict[str, Any]:
         """``add_node`` arguments of the node of ``rank``."""

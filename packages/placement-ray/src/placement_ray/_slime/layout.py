@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ray.util.placement_group import PlacementGroup
 
@@ -102,6 +102,8 @@ class SlimeLayout:
         critic: The critic's bundles (the trainer's, as in slime), or None.
         rollout_start: Position in ``group.slots`` where the rollout's slice starts.
         engine_size: GPUs per rollout engine the layout keeps within nodes.
+        cluster: The cluster view that reserved the group (the train group and rollout
+            engines default to it, so their GPU shares are checked against each other).
     """
 
     group: OrderedPlacementGroup
@@ -111,6 +113,7 @@ class SlimeLayout:
     critic: RoleBundles | None = None
     rollout_start: int = 0
     engine_size: int = 1
+    cluster: Cluster | None = field(default=None, repr=False, compare=False)
 
     def __getitem__(self, role: str) -> RoleBundles:
         if role == "actor":
@@ -385,4 +388,5 @@ def create_placement_groups(
         critic=RoleBundles.from_slots("critic", group.pg, slots[:actors]) if use_critic else None,
         rollout_start=start,
         engine_size=engine_size,
+        cluster=cluster,
     )

@@ -17,18 +17,18 @@ engine reports which trainer ranks share its GPUs (by GPU UUID where known).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from placement_core import plan_from_assignments, shared_ranks
-from placement_core.env import visibility_env
+from placement_core import Plan, plan_from_assignments, shared_ranks
 from placement_core.inventory import Inventory, Node
 from placement_core.strategies import strided_rollout
 from placement_ray._allocate import Worker
 from placement_ray._cluster import Cluster
 from placement_ray._colocation import GpuShare, check_shares, validate_share
-from placement_ray._startup import Start, start_workers
-from placement_ray._worker import COMPONENT_ENV, DIST_INIT_ADDR_ENV
+from placement_ray._request import WorkerOptions, WorkerRequest, seat_for, worker_request
+from placement_ray._startup import start_workers
+from placement_ray._worker import DIST_INIT_ADDR_ENV
 from placement_ray._worker_group import WorkerGroup
 from placement_ray.errors import ArgumentError
 
@@ -43,6 +43,7 @@ __all__ = [
     "create_rollout_engines",
     "default_port_blocks",
     "engine_gpu_sets",
+    "engine_requests",
 ]
 
 ENGINE_GPU_SHARE = 0.2
@@ -202,7 +203,8 @@ def create_rollout_engines(
         engine_cls: The engine actor class (plain or ``@ray.remote``).
         num_gpus_per_engine: GPUs per engine (its TP size); more than a node's GPUs
             makes a multi-node engine of whole nodes.
-        cluster: The job's cluster view (default: ``Cluster()``).
+        cluster: The job's cluster view (default: the layout's, else ``Cluster()``); GPU
+            shares are checked against those started through the same view.
         gpu_share: Each engine actor's share of its first bundle (default 0.2).
         port_blocks: Block name -> port count held by each engine actor (default
             :func:`default_port_blocks`); the dist-init block only on an engine's node 0.
@@ -223,24 +225,11 @@ def create_rollout_engines(
         WorkerStartError: actors died starting, or their ``__init__`` raised.
     """
     if cluster is None:
-        cluster = Cluster()
+        cluster = layout.cluster or Cluster()
     bundles = layout["rollout"]
     share = validate_share("gpu_share", gpu_share)
-    if port_blocks is not None and not isinstance(port_blocks, Mapping):
-        raise ArgumentError(
-            f"port_blocks: expected a mapping of block name to port count, got {port_blocks!r}"
-        )
-    blocks = dict(default_port_blocks(dp_size) if port_blocks is None else port_blocks)
-    for name, count in blocks.items():
-        if not isinstance(name, str) or not name:
-            raise ArgumentError(f"port_blocks: expected non-empty block names, got {name!r}")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ArgumentError(f"port_blocks[{name!r}]: expected a port count >= 1, got {count!r}")
+    blocks = _engine_blocks(port_blocks, dp_size)
     sets = engine_gpu_sets(cluster, bundles, num_gpus_per_engine, trainer_tp=trainer_tp)
-    bundle_of = {
-        (n, g): i
-        for i, n, g in zip(bundles.bundle_indices, bundles.node_ranks, bundles.gpu_ids, strict=True)
-    }
     check_shares(
         (
             GpuShare(f"rollout engine {e} node {j}", n, gpu, share)
@@ -248,47 +237,20 @@ def create_rollout_engines(
             for j, (n, ids) in enumerate(parts)
             for gpu in ids
         ),
-        already=used_shares(bundles),
+        already=used_shares(cluster.shares, bundles),
     )
-    user_env = dict(env_vars or {})
-    actors = [
-        (e, j, node_rank, ids)
-        for e, parts in enumerate(sets)
-        for j, (node_rank, ids) in enumerate(parts)
-    ]
-    the_plan = plan_from_assignments(
-        {"rollout": [(n, ids) for _, _, n, ids in actors]}, cluster.inventory
+    options = WorkerOptions(
+        engine_cls,
+        args=tuple(args),
+        kwargs=dict(kwargs or {}),
+        env_vars=dict(env_vars or {}),
+        rank_env=False,
+        gpu_share=share,
+        port_blocks={name: (count, count > 1) for name, count in blocks.items()},
+        capture_child_tasks=True,
     )
-    engine_of = [e for e, _, _, _ in actors]
-    starts = []
-    for rank, (e, j, node_rank, ids) in enumerate(actors):
-        p = the_plan.components["rollout"][rank]
-        starts.append(
-            Start(
-                engine_cls,
-                f"rollout engine {e}" + (f" node {j}" if len(sets[e]) > 1 else ""),
-                "rollout",
-                rank,
-                node_rank,
-                ids,
-                {
-                    **user_env,
-                    COMPONENT_ENV: "rollout",
-                    **visibility_env(p.accelerator_type, p.visible_accelerators),
-                },
-                args,
-                kwargs,
-                bundle=(bundles.pg, bundle_of[(node_rank, ids[0])]),
-                gpu_share=share,
-                more_bundles=tuple(bundle_of[(node_rank, g)] for g in ids[1:]),
-                port_blocks={
-                    name: (count, count > 1)
-                    for name, count in blocks.items()
-                    if j == 0 or name != DIST_INIT_BLOCK
-                },
-                capture_child_tasks=True,
-            )
-        )
+    the_plan, requests = engine_requests(cluster, bundles, sets, options)
+    engine_of = [e for e, parts in enumerate(sets) for _ in parts]
     heads = {e: engine_of.index(e) for e in range(len(sets))}
     addrs: dict[int, str] = {}
 
@@ -300,29 +262,90 @@ def create_rollout_engines(
             addrs[e] = f"{head['ip']}:{held[0]}" if held else f"{head['ip']}:"
         return {DIST_INIT_ADDR_ENV: addrs[e]}
 
-    started = start_workers(
-        starts, cluster=cluster, master_port=False, late_env=dist_init, timeout_s=timeout_s
-    )
-    workers, reports = started.workers, started.reports
-    shared: list[tuple[int, ...]] = [() for _ in sets]
-    if layout.mode == "colocate" and len(layout.actor):
-        trainer = bundle_plan(cluster, "actor", layout.actor).components["actor"]
-        per_actor = shared_ranks(trainer, the_plan.components["rollout"], cluster.inventory)
-        for e in range(len(sets)):
-            ranks = {r for i, owner in enumerate(engine_of) if owner == e for r in per_actor[i]}
-            shared[e] = tuple(sorted(ranks))
+    started = start_workers(requests, cluster=cluster, late_env=dist_init, timeout_s=timeout_s)
+    shared = _shared_with(layout, cluster, the_plan, sets)
     engines = []
     for e, parts in enumerate(sets):
         members = [i for i, owner in enumerate(engine_of) if owner == e]
         engines.append(
             RolloutEngine(
                 index=e,
-                workers=tuple(workers[i] for i in members),
+                workers=tuple(started.workers[i] for i in members),
                 gpus=tuple(ids for _, ids in parts),
                 dist_init_addr=addrs[e],
-                ports=tuple(dict(reports[i].get("ports", {})) for i in members),
-                shared_with=shared[e],
+                ports=tuple(dict(started.reports[i].get("ports", {})) for i in members),
+                shared_with=tuple(sorted({r for i in members for r in shared[i]})),
             )
         )
-    group = WorkerGroup("rollout", workers, cluster=cluster, reports=reports)
+    group = WorkerGroup("rollout", started.workers, cluster=cluster, reports=started.reports)
     return RolloutEngines(engines, group)
+
+
+def _engine_blocks(port_blocks: Mapping[str, int] | None, dp_size: int) -> dict[str, int]:
+    """The port blocks every engine actor holds: checked, or slime's default."""
+    if port_blocks is not None and not isinstance(port_blocks, Mapping):
+        raise ArgumentError(
+            f"port_blocks: expected a mapping of block name to port count, got {port_blocks!r}"
+        )
+    blocks = dict(default_port_blocks(dp_size) if port_blocks is None else port_blocks)
+    for name, count in blocks.items():
+        if not isinstance(name, str) or not name:
+            raise ArgumentError(f"port_blocks: expected non-empty block names, got {name!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ArgumentError(f"port_blocks[{name!r}]: expected a port count >= 1, got {count!r}")
+    return blocks
+
+
+def engine_requests(
+    cluster: Cluster,
+    bundles: RoleBundles,
+    sets: Sequence[Sequence[tuple[int, tuple[int, ...]]]],
+    options: WorkerOptions,
+) -> tuple[Plan, list[WorkerRequest]]:
+    """The rollout's plan (one rank per engine actor, engine order) and their requests.
+
+    Engine ``e``'s actor on its ``j``-th node is named ``rollout engine e node j`` (just
+    ``rollout engine e`` for a one-node engine); only an engine's node 0 holds the
+    dist-init port block.
+    """
+    the_plan = plan_from_assignments(
+        {"rollout": [part for parts in sets for part in parts]}, cluster.inventory
+    )
+    held = {
+        (n, g): (g, i)
+        for i, n, g in zip(bundles.bundle_indices, bundles.node_ranks, bundles.gpu_ids, strict=True)
+    }
+    members = replace(
+        options,
+        port_blocks={k: v for k, v in options.port_blocks.items() if k != DIST_INIT_BLOCK},
+    )
+    placements = iter(the_plan.components["rollout"])
+    requests = []
+    for e, parts in enumerate(sets):
+        for j in range(len(parts)):
+            p = next(placements)
+            requests.append(
+                worker_request(
+                    the_plan,
+                    "rollout",
+                    p,
+                    options if j == 0 else members,
+                    seat_for(p, bundles.pg, held),
+                    name=f"rollout engine {e}" + (f" node {j}" if len(parts) > 1 else ""),
+                )
+            )
+    return the_plan, requests
+
+
+def _shared_with(
+    layout: SlimeLayout,
+    cluster: Cluster,
+    the_plan: Plan,
+    sets: Sequence[Sequence[tuple[int, tuple[int, ...]]]],
+) -> list[tuple[int, ...]]:
+    """Per engine actor, the trainer ranks using one of its GPUs (colocated layouts)."""
+    actors = sum(len(parts) for parts in sets)
+    if layout.mode != "colocate" or not len(layout.actor):
+        return [()] * actors
+    trainer = bundle_plan(cluster, "actor", layout.actor).components["actor"]
+    return list(shared_ranks(trainer, the_plan.components["rollout"], cluster.inventory))

@@ -16,9 +16,9 @@ from typing import Any
 from placement_core import Plan, plan_from_assignments
 from placement_core.env import check_user_env
 from placement_ray._cluster import Cluster
-from placement_ray._colocation import GpuShare, check_shares, ledger, validate_share
-from placement_ray._startup import Start, start_workers
-from placement_ray._worker import COMPONENT_ENV
+from placement_ray._colocation import GpuShare, ShareLedger, check_shares, validate_share
+from placement_ray._request import WorkerOptions, WorkerRequest, seat_for, worker_request
+from placement_ray._startup import start_workers
 from placement_ray._worker_group import WorkerGroup
 from placement_ray.errors import ArgumentError
 
@@ -29,6 +29,7 @@ __all__ = [
     "TrainGroup",
     "bundle_plan",
     "create_train_group",
+    "train_requests",
     "used_shares",
 ]
 
@@ -96,9 +97,9 @@ def bundle_plan(cluster: Cluster, role: str, bundles: RoleBundles) -> Plan:
     return plan_from_assignments({role: gpus}, cluster.inventory)
 
 
-def used_shares(bundles: RoleBundles) -> dict[tuple[int, int], float]:
+def used_shares(shares: ShareLedger, bundles: RoleBundles) -> dict[tuple[int, int], float]:
     """GPU shares already handed out on a role's bundles, by ``(node rank, GPU)``."""
-    used = ledger.used(bundles.pg.id.hex())
+    used = shares.used(bundles.pg.id.hex())
     return {
         (node_rank, gpu): used[index]
         for index, node_rank, gpu in zip(
@@ -126,7 +127,8 @@ def create_train_group(
     Args:
         layout: From ``create_placement_groups``.
         actor_cls: The train actor class (plain or ``@ray.remote``).
-        cluster: The job's cluster view (default: ``Cluster()``).
+        cluster: The job's cluster view (default: the layout's, else ``Cluster()``); GPU
+            shares are checked against those started through the same view.
         role: The layout role to use (``actor``; a critic uses the same bundles).
         num_gpus_per_actor: GPU share per actor (default 0.4 colocated, else 1).
         args: Constructor arguments for every rank.
@@ -142,7 +144,7 @@ def create_train_group(
         WorkerStartError: actors died starting, or their ``__init__`` raised.
     """
     if cluster is None:
-        cluster = Cluster()
+        cluster = layout.cluster or Cluster()
     bundles = layout[role]
     if not len(bundles):
         raise ArgumentError(f"role: the {layout.mode} layout gives {role!r} no bundles")
@@ -157,34 +159,41 @@ def create_train_group(
                 zip(bundles.node_ranks, bundles.gpu_ids, strict=True)
             )
         ),
-        already=used_shares(bundles),
+        already=used_shares(cluster.shares, bundles),
     )
-    the_plan = bundle_plan(cluster, role, bundles)
-    master_addr = the_plan.master_addr(role)
     user_env = dict(env_vars or {})
     check_user_env(user_env, path="env_vars")
-    starts = [
-        Start(
-            actor_cls,
-            f"{role} rank {p.rank}",
-            role,
-            p.rank,
-            p.node_rank,
-            p.hardware_ranks,
-            {**user_env, **the_plan.env(role, p.rank), COMPONENT_ENV: role},
-            args,
-            kwargs,
-            bundle=(bundles.pg, index),
-            gpu_share=share,
-        )
-        for p, index in zip(the_plan.components[role], bundles.bundle_indices, strict=True)
-    ]
-    started = start_workers(starts, cluster=cluster, master_port=master_port, timeout_s=timeout_s)
+    options = WorkerOptions(
+        actor_cls,
+        args=tuple(args),
+        kwargs=dict(kwargs or {}),
+        env_vars=user_env,
+        master_port=master_port,
+        gpu_share=share,
+    )
+    the_plan = bundle_plan(cluster, role, bundles)
+    started = start_workers(
+        train_requests(the_plan, role, bundles, options), cluster=cluster, timeout_s=timeout_s
+    )
     return TrainGroup(
         role,
         started.workers,
         cluster=cluster,
         reports=started.reports,
-        master_addr=master_addr,
+        master_addr=the_plan.master_addr(role),
         master_port=started.master_ports[role],
     )
+
+
+def train_requests(
+    the_plan: Plan, role: str, bundles: RoleBundles, options: WorkerOptions
+) -> list[WorkerRequest]:
+    """One request per rank of ``role``: rank r seated in the role's ordered bundle r."""
+    held = {
+        (n, g): (g, i)
+        for i, n, g in zip(bundles.bundle_indices, bundles.node_ranks, bundles.gpu_ids, strict=True)
+    }
+    return [
+        worker_request(the_plan, role, p, options, seat_for(p, bundles.pg, held))
+        for p in the_plan.components[role]
+    ]

@@ -167,6 +167,11 @@ def _plan_env(group: Any) -> Callable[[Any], dict[str, str]]:
 
 
 def _slime(cluster: Any, checks: Checks) -> None:
+    _slime_colocated(cluster, checks)
+    _slime_disaggregated(cluster, checks)
+
+
+def _slime_colocated(cluster: Any, checks: Checks) -> None:
     from placement_ray import create_placement_groups, create_rollout_engines, create_train_group
 
     from .workers import DemoEngine, DemoTrainer
@@ -213,6 +218,12 @@ def _slime(cluster: Any, checks: Checks) -> None:
                 train.kill()
         finally:
             layout.remove()
+
+
+def _slime_disaggregated(cluster: Any, checks: Checks) -> None:
+    from placement_ray import create_placement_groups, create_rollout_engines
+
+    from .workers import DemoEngine
 
     with _section("slime disaggregated: actor 1 node x 8 GPUs, rollout 16 GPUs, 16-GPU engine"):
         layout = create_placement_groups(1, 8, 16, cluster=cluster, cpus_per_bundle=0)
