@@ -47,9 +47,7 @@ def test_a_detached_launch_outlives_its_driver_and_attach_rebuilds_it(
     assert [e["actor_name"] for e in after["components"]["actor"]] == [
         f"keep/actor/{r}" for r in range(4)
     ]
-    assert job["actor"].execute("ping", "again", timeout_s=300) == [
-        (r, "again") for r in range(4)
-    ]
+    assert job["actor"].execute("ping", "again", timeout_s=300) == [(r, "again") for r in range(4)]
     job.shutdown()
     with pytest.raises(LaunchNotFoundError, match="no detached launch 'keep'"):
         attach("keep", placement_cluster)

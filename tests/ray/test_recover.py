@@ -1,16 +1,17 @@
 """Live takeover of a lost node: spares reserved, lost ranks re-created, survivors untouched.
 
-One cluster of its own for the module (5 labelled nodes x 2 GPUs): the actor uses nodes
-0-2, the rollout (colocated) nodes 1-2 with its rank 0 on node 1; node 3 is a spare of
-the same node group, node 4 a spare of another group. The tests run in order on one
-launch: node 1 is lost (a call finds it, ``on_node_loss="recover"`` moves its ranks to
-node 3), then node 2 is lost (no compatible spare: a typed error, nothing changed).
+One cluster of its own for the module (4 labelled nodes x 2 GPUs): the actor uses nodes
+0-2, the rollout (colocated) nodes 1-2 with its rank 0 on node 1; node 3 is the spare.
+The tests run in order on one launch: node 1 is lost (a call finds it,
+``on_node_loss="recover"`` moves its ranks to node 3), then node 2 is lost (no spare
+left: a typed error, nothing changed).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,14 +21,22 @@ import pytest
 import ray
 from ray.util.placement_group import placement_group_table
 
-from placement_ray import Cluster, Launch, NodeLostError, NoSpareNodeError, launch
+from placement_core import Move
+from placement_ray import (
+    Cluster,
+    Launch,
+    NodeLostError,
+    NoSpareNodeError,
+    RecoveryReport,
+    launch,
+)
 from placement_ray.errors import ArgumentError, PlacementRayError
 from placement_ray.testing import SimulatedCluster
 
 CONFIG = {
     "cluster": {
-        "num_nodes": 5,
-        "spare_nodes": "3-4",
+        "num_nodes": 4,
+        "spare_nodes": "3",
         "component_placement": {
             "actor": {"node_group": "main", "placement": "0-5"},
             "rollout": {"node_group": "main", "placement": "2-5"},
@@ -38,7 +47,6 @@ CONFIG = {
                 "node_ranks": "0-3",
                 "env_configs": [{"node_ranks": "0-3", "env_vars": [{"GROUP_VAR": "main"}]}],
             },
-            {"label": "other", "node_ranks": "4"},
         ],
     }
 }
@@ -79,7 +87,7 @@ def lossy() -> Iterator[tuple[Any, Cluster, Launch, dict[str, list[dict[str, Any
     """The module's cluster and launch, and every rank's view from inside before a loss."""
     job = f"recover-{uuid.uuid4().hex[:8]}"
     with SimulatedCluster(
-        nodes=5, gpus_per_node=2, cpus_per_node=2, job=job, timeout_s=240
+        nodes=4, gpus_per_node=2, cpus_per_node=2, job=job, timeout_s=240
     ) as simulated:
         view = simulated.view()
         started = launch(
@@ -106,7 +114,7 @@ def _kill(sim: Any, view: Cluster, rank: int) -> None:
 
 def test_each_spare_is_reserved_whole_in_its_own_pinned_group(lossy: Any) -> None:
     _, _view, job, _ = lossy
-    assert sorted(job.spare_groups) == [3, 4]
+    assert sorted(job.spare_groups) == [3]
     for rank, group in job.spare_groups.items():
         assert placement_group_table(group.pg)["state"] == "CREATED"
         assert [s.node_rank for s in group.slots] == [rank, rank]
@@ -121,8 +129,8 @@ def test_the_manifest_maps_every_rank_to_its_node_gpus_and_ports(lossy: Any) -> 
         (r, r // 2, [r % 2]) for r in range(6)
     ]
     assert actor[0]["node_id"] == view.node(0).node_id
-    assert actor[0]["ports"]["MASTER_PORT"] == [job["actor"].master_port]
-    assert manifest["spares"] == [3, 4]
+    assert actor[0]["ports"]["master"] == [job["actor"].master_port]
+    assert manifest["spares"] == [3]
     assert manifest["lost_nodes"] == []
 
 
@@ -174,7 +182,7 @@ def test_calls_after_recovery_reach_every_rank_in_rank_order(lossy: Any) -> None
     assert job.check_health(grace_s=0.5).dead_nodes == ()
     assert 1 not in job.placement_groups
     assert 3 in job.placement_groups
-    assert sorted(job.spare_groups) == [4]
+    assert job.spare_groups == {}
 
 
 def test_the_manifest_follows_the_recovery(lossy: Any) -> None:
@@ -183,7 +191,7 @@ def test_the_manifest_follows_the_recovery(lossy: Any) -> None:
     nodes = [e["node_rank"] for e in manifest["components"]["actor"]]
     assert nodes == [0, 0, 3, 3, 2, 2]
     assert manifest["lost_nodes"] == [1]
-    assert manifest["spares"] == [4]
+    assert manifest["spares"] == []
     assert "actor 2-3: node 1 -> node 3" in manifest["moves"]
 
 
@@ -196,7 +204,9 @@ def test_no_compatible_spare_is_a_typed_error_and_changes_nothing(lossy: Any) ->
         job.recover(timeout_s=300)
     assert isinstance(caught.value, PlacementRayError)
     assert caught.value.lost == (2,)
-    assert "node 2 needs a spare with 2x nvidia; node groups main" in str(caught.value)
+    assert "no compatible spare for lost node 2: node 2 needs a spare with 2x nvidia" in str(
+        caught.value
+    )
     assert {c: g.workers for c, g in job.worker_groups.items()} == workers
     assert (job.placement_groups, job.spare_groups, job.plan) == (groups, spares, the_plan)
 
@@ -205,3 +215,23 @@ def test_on_node_loss_takes_raise_or_recover(lossy: Any) -> None:
     _, view, _, _ = lossy
     with pytest.raises(ArgumentError, match="on_node_loss"):
         launch(CONFIG, {"actor": Probe, "rollout": Probe}, view, on_node_loss="retry")
+
+
+def test_a_report_reads_like_the_offline_moves() -> None:
+    move = Move(1, 3, "n1", "n3", {"actor": (2, 3), "rollout": (0, 1)})
+    report = RecoveryReport(
+        lost=(1,),
+        moves=(move,),
+        master={"rollout": ("10.0.0.3", 29500)},
+        rendezvous=("actor", "rollout"),
+        seconds=0.5,
+    )
+    assert report.describe().splitlines() == [
+        "recovered in 0.50s:",
+        "actor 2-3: node 1 -> node 3",
+        "rollout 0-1: node 1 -> node 3 (rank 0: the master node is now node 3)",
+        "rollout: MASTER_ADDR=10.0.0.3 MASTER_PORT=29500 re-announced",
+        "must form their process groups again: actor, rollout",
+    ]
+    assert RecoveryReport().describe() == "no node lost; nothing to recover"
+    assert pickle.loads(pickle.dumps(report)) == report

@@ -139,10 +139,9 @@ def forget_launch(job: Launch) -> None:
 
 def _not_found(name: str, namespace: str) -> LaunchNotFoundError:
     record = _record_name(name)
+    named: list[Any] = ray.util.list_named_actors(all_namespaces=True)
     elsewhere = sorted(
-        str(a["namespace"])
-        for a in ray.util.list_named_actors(all_namespaces=True)
-        if a["name"] == record and a["namespace"] != namespace
+        str(a["namespace"]) for a in named if a["name"] == record and a["namespace"] != namespace
     )
     if elsewhere:
         where = (
@@ -152,8 +151,8 @@ def _not_found(name: str, namespace: str) -> LaunchNotFoundError:
     else:
         here = sorted(
             str(a["name"])[len(RECORD_PREFIX) :]
-            for a in ray.util.list_named_actors(all_namespaces=False)
-            if str(a["name"]).startswith(RECORD_PREFIX)
+            for a in named
+            if a["namespace"] == namespace and str(a["name"]).startswith(RECORD_PREFIX)
         )
         where = f"detached launches here: {here}" if here else "there is none"
     return LaunchNotFoundError(
@@ -162,6 +161,18 @@ def _not_found(name: str, namespace: str) -> LaunchNotFoundError:
         namespace=namespace,
         elsewhere=elsewhere,
     )
+
+
+def _read_record(name: str, namespace: str) -> bytes | None:
+    """The pickled record of launch ``name``, or None (none, or shut down just now)."""
+    record = _find_record(name, namespace)
+    if record is None:
+        return None
+    try:
+        raw: bytes | None = ray.get(record.get.remote(), timeout=60)
+    except ray.exceptions.RayActorError:  # killed by a shutdown, its name not freed yet
+        return None
+    return raw
 
 
 def _handle(worker: Worker, namespace: str) -> Any | None:
@@ -226,8 +237,7 @@ def attach(name: str, cluster: Cluster | None = None) -> Launch:
         raise ArgumentError(f"name: expected the non-empty name of a launch, got {name!r}")
     if cluster is None:
         cluster = Cluster()
-    record = _find_record(name, cluster.namespace)
-    raw = None if record is None else ray.get(record.get.remote(), timeout=60)
+    raw = _read_record(name, cluster.namespace)
     if raw is None:
         raise _not_found(name, cluster.namespace)
     state: dict[str, Any] = cloudpickle.loads(raw)
