@@ -450,7 +450,10 @@ class Launch:
         return recover(self, timeout_s=timeout_s)
 
     def check_health(self, *, grace_s: float = 5.0) -> HealthReport:
-        """Check the nodes the job uses; recover first with ``on_node_loss="recover"``.
+        """Check the nodes the job uses; with ``on_node_loss="recover"``, recover a loss.
+
+        Placement groups left ``RESCHEDULING`` are removed after ``grace_s`` (see
+        :func:`check_health`).
 
         Returns:
             The health report (after recovery, ``dead_nodes`` still names the lost
