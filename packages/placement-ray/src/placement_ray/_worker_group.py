@@ -43,6 +43,12 @@ class WorkerGroup:
         reports: What each worker reported seeing when it started.
         master_addr: Rank 0's node address.
         master_port: The port rank 0 holds for ``MASTER_PORT`` (None if none).
+
+    Attributes:
+        on_node_loss: Called with the ``NodeLostError`` a call found, returns the error
+            to raise (a ``Launch`` with ``on_node_loss="recover"`` sets it: it recovers
+            first); None raises it as it is. After a recovery ``workers``, ``reports``,
+            ``master_addr`` and ``master_port`` are the current ones.
     """
 
     def __init__(
