@@ -35,6 +35,7 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -58,7 +59,7 @@ class Worker:
 
 def bare_start(node_id: str, count: int) -> float:
     """Seconds to create ``count`` bare actors on the node and have each answer a call."""
-    remote = ray.remote(Worker)
+    remote: Any = ray.remote(Worker)
     started = time.perf_counter()
     actors = [
         remote.options(
