@@ -320,6 +320,7 @@ def bench(session: nox.Session) -> None:
     session.install(RAY)
     bench_script("benchmarks/bench_ray_probe.py")
     bench_script("benchmarks/bench_ray_launch.py")
+    bench_script("benchmarks/bench_ray_recover.py")
     _write_bench_results(ROOT / "benchmarks" / "RESULTS.md", runs)
     session.log("wrote benchmarks/RESULTS.md")
     if failed:

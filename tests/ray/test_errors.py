@@ -61,6 +61,18 @@ CASES: list[tuple[errors.PlacementRayError, type[Exception]]] = [
         ),
         RuntimeError,
     ),
+    (
+        errors.NoSpareNodeError(
+            "cannot recover", lost=[2], needs={2: "a spare with 8x nvidia; node groups a800"}
+        ),
+        RuntimeError,
+    ),
+    (
+        errors.LaunchNotFoundError(
+            "no launch", name="job", namespace="placement-a", elsewhere=["placement-b"]
+        ),
+        LookupError,
+    ),
     (errors.WorkerStartError("died", workers=[("w on node 0", "why")]), RuntimeError),
     (errors.WorkerStartTimeoutError("late", workers=[("w on node 0", "why")]), TimeoutError),
     (

@@ -39,10 +39,12 @@ import logging
 
 from ._allocate import Worker
 from ._cluster import Cluster
+from ._detach import attach
 from ._failure import HealthReport, Occupant, check_health, occupants
 from ._launch import Launch, launch
 from ._node_order import NODE_RANK_LABEL
 from ._placement_groups import BundleSlot, OrderedPlacementGroup, create_placement_group
+from ._recover import RecoveryReport
 from ._slime.layout import RoleBundles, SlimeLayout, create_placement_groups
 from ._slime.rollout import RolloutEngine, RolloutEngines, create_rollout_engines
 from ._slime.train_group import TrainGroup, create_train_group
@@ -59,10 +61,12 @@ from .errors import (
     ForeignClusterError,
     InfeasiblePlacementGroupError,
     InterpreterError,
+    LaunchNotFoundError,
     NativeCallError,
     NodeLostError,
     NodeOrderError,
     NodesNotReadyError,
+    NoSpareNodeError,
     OversubscribedGPUError,
     PlacementGroupTimeoutError,
     PlacementRayError,
@@ -93,7 +97,9 @@ __all__ = [
     "InfeasiblePlacementGroupError",
     "InterpreterError",
     "Launch",
+    "LaunchNotFoundError",
     "NativeCallError",
+    "NoSpareNodeError",
     "NodeLostError",
     "NodeOrderError",
     "NodesNotReadyError",
@@ -104,6 +110,7 @@ __all__ = [
     "PlacementRayError",
     "PortNotHeldError",
     "ProbeError",
+    "RecoveryReport",
     "RoleBundles",
     "RolloutEngine",
     "RolloutEngines",
@@ -117,6 +124,7 @@ __all__ = [
     "WorkerStartTimeoutError",
     "WorkerTimeoutError",
     "__version__",
+    "attach",
     "check_health",
     "create_placement_group",
     "create_placement_groups",

@@ -189,7 +189,8 @@ def allocate(
         cluster: The job's cluster view (its share ledger is booked).
         check_interpreter: Check the interpreter on the node first (one tiny task).
         defer_init: Run the user's ``__init__`` only on ``_placement_setup``.
-        actor_name: Register the actor under this name (in the job's namespace).
+        actor_name: Register the actor under this name (in the job's namespace); default
+            the request's own name (``WorkerOptions.actor_prefix``), if any.
         options: Further ``.options(...)`` for Ray (``max_concurrency``, ...).
 
     Returns:
@@ -224,8 +225,11 @@ def allocate(
     if request.interpreter is not None:
         runtime_env["py_executable"] = request.interpreter
     ray_options["runtime_env"] = runtime_env
+    actor_name = actor_name if actor_name is not None else request.actor_name
     if actor_name is not None:
         ray_options["name"] = actor_name
+    if request.options.detached:
+        ray_options["lifetime"] = "detached"
     spec = WorkerSpec(
         name=request.name,
         port_blocks=dict(request.port_blocks),

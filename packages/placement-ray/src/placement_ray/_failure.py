@@ -138,6 +138,7 @@ def check_health(
     grace_s: float = 5.0,
     poll_s: float = 0.2,
     raise_on_loss: bool = True,
+    nodes: Iterable[int] | None = None,
 ) -> HealthReport:
     """Check the job's nodes and placement groups; remove groups stuck rescheduling.
 
@@ -149,6 +150,7 @@ def check_health(
             capacity) before it is removed.
         poll_s: Seconds between state checks during the grace period.
         raise_on_loss: Raise ``NodeLostError`` when a node is lost or a group removed.
+        nodes: The node ranks to check (default: every node of the job's view).
 
     Returns:
         The report (when nothing is wrong, or ``raise_on_loss`` is False).
@@ -158,7 +160,12 @@ def check_health(
             GPUs.
     """
     alive = cluster.alive_node_ids()
-    dead = tuple((n.rank, n.node_id) for n in cluster.nodes if n.node_id not in alive)
+    watched = None if nodes is None else set(nodes)
+    dead = tuple(
+        (n.rank, n.node_id)
+        for n in cluster.nodes
+        if n.node_id not in alive and (watched is None or n.rank in watched)
+    )
     dead_ids = {node_id for _, node_id in dead}
     affected = tuple(w for w in workers if w.node_id in dead_ids)
     pending = {pg.id.hex(): pg for pg in map(_as_pg, groups)}

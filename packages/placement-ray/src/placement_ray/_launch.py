@@ -41,6 +41,7 @@ from placement_core import (
     RANK_ENV_VARS,
     VISIBILITY_ENV_VARS,
     ClusterConfig,
+    Move,
     Placement,
     Plan,
     busy_accelerators,
@@ -51,10 +52,13 @@ from placement_core import (
 )
 
 from ._accelerators import check_live_types, managed_by_ray, node_resource, refuse_fractions
-from ._allocate import Worker, check_interpreters
+from ._allocate import Worker, check_interpreters, release
 from ._cluster import Cluster
 from ._colocation import SHARE_QUANTUM, GpuShare, check_shares, default_share, validate_share
+from ._detach import forget_launch, launch_manifest, refuse_taken, save_launch
+from ._failure import HealthReport, check_health
 from ._placement_groups import OrderedPlacementGroup, create_placement_group
+from ._recover import RecoveryReport, recover, reserve_spares
 from ._request import (
     DEFAULT_RESOURCE,
     WorkerOptions,
@@ -66,7 +70,7 @@ from ._request import (
 from ._startup import Started, start_workers
 from ._worker import COMPONENT_ENV, MASTER_PORT_BLOCK
 from ._worker_group import WorkerGroup
-from .errors import ArgumentError, BusyAcceleratorError
+from .errors import ArgumentError, BusyAcceleratorError, NodeLostError, PlacementRayError
 
 __all__ = [
     "COMPONENT_ENV",
@@ -253,6 +257,8 @@ def _reserve(
     cpus_per_bundle: float,
     timeout_s: float | None,
     resource: str = DEFAULT_RESOURCE,
+    name: str = "",
+    lifetime: str | None = None,
 ) -> tuple[dict[int, OrderedPlacementGroup], dict[tuple[int, int], tuple[int, int]]]:
     """One placement group per node, one bundle of one ``resource`` per planned GPU on it.
 
@@ -284,7 +290,12 @@ def _reserve(
             if cpus_per_bundle:
                 bundle["CPU"] = float(cpus_per_bundle)
             groups[node] = create_placement_group(
-                cluster, [bundle] * count, pin_to=[node] * count, timeout_s=left, name=""
+                cluster,
+                [bundle] * count,
+                pin_to=[node] * count,
+                timeout_s=left,
+                name=f"{name}/node-{node}" if name else "",
+                lifetime=lifetime,
             )
     except BaseException:
         for group in groups.values():
@@ -346,6 +357,12 @@ class Launch:
             that node (one per node, so a lost node takes only its own workers along).
         worker_groups: Component name -> its ``WorkerGroup``, in plan order.
         gpu_map: ``(node rank, plan GPU id) -> physical GPU id`` actually held.
+        spare_groups: Spare node rank -> the placement group reserving it (every
+            accelerator of the node), until a recovery takes it over.
+        on_node_loss: ``"raise"`` or ``"recover"`` (see :func:`launch`).
+        name: The launch's name (``launch(..., name=...)``), or None.
+        detached: Whether its actors and placement groups outlive the driver.
+        recoveries: The reports of the recoveries done so far, oldest first.
     """
 
     def __init__(
@@ -355,13 +372,26 @@ class Launch:
         placement_groups: Mapping[int, OrderedPlacementGroup],
         worker_groups: Mapping[str, WorkerGroup],
         gpu_map: Mapping[tuple[int, int], int],
+        *,
+        spare_groups: Mapping[int, OrderedPlacementGroup] | None = None,
+        on_node_loss: str = "raise",
+        name: str | None = None,
+        detached: bool = False,
     ) -> None:
         self.plan = the_plan
         self.cluster = cluster
         self.placement_groups = dict(placement_groups)
         self.worker_groups = dict(worker_groups)
         self.gpu_map = dict(gpu_map)
+        self.spare_groups = dict(spare_groups or {})
+        self.on_node_loss = _check_on_node_loss(on_node_loss)
+        self.name = name
+        self.detached = detached
+        self.recoveries: list[RecoveryReport] = []
         self._closed = False
+        if self.on_node_loss == "recover":
+            for group in self.worker_groups.values():
+                group.on_node_loss = self._recover_after
 
     def placement_group(self, node_rank: int) -> OrderedPlacementGroup:
         """The placement group holding the plan's GPUs on node ``node_rank``.
@@ -410,14 +440,153 @@ class Launch:
                 problems.extend(_compare(worker, report, group))
         return problems
 
+    # ------------------------------------------------------------------ node loss
+    def recover(self, *, timeout_s: float | None = 120.0) -> RecoveryReport:
+        """Re-create the workers of lost nodes on spare nodes; survivors stay as they are.
+
+        The lost nodes are the job's nodes (used or spare) Ray no longer lists alive, as
+        ``check_health()`` or a call's ``NodeLostError`` reports them. Core's ``replan``
+        chooses the spares (what ``placement plan --lose`` shows); each lost worker is
+        issued again from its request on the spare, in the spare's reserved placement
+        group: the same class, constructor arguments and environment (``RANK``,
+        ``LOCAL_RANK``, ``WORLD_SIZE``, visibility, group env), its ports reserved and
+        held anew there. Where a component's rank 0 moved, the new rank 0 holds a new
+        ``MASTER_PORT`` and every survivor of the component gets the new
+        ``MASTER_ADDR``/``MASTER_PORT`` in its ``os.environ`` (its
+        ``placement_env_changed(env)`` is called if its class defines one). Components
+        with a moved rank must form their process groups again: the report lists them.
+        With no lost node it returns an empty report.
+
+        Args:
+            timeout_s: Limit for the new workers to start (and, separately, to run
+                their ``__init__``).
+
+        Returns:
+            Which ranks moved, from which node to which spare, and the seconds taken.
+
+        Raises:
+            NoSpareNodeError: a lost node has no compatible spare left; nothing changed.
+            WorkerStartError / WorkerStartTimeoutError: a re-created worker did not start.
+            WorkerCallError: a survivor could not be told its new master address.
+        """
+        self._check_open()
+        return recover(self, timeout_s=timeout_s)
+
+    def check_health(self, *, grace_s: float = 5.0) -> HealthReport:
+        """Check the nodes the job uses; with ``on_node_loss="recover"``, recover a loss.
+
+        Placement groups left ``RESCHEDULING`` are removed after ``grace_s`` (see
+        :func:`check_health`).
+
+        Returns:
+            The health report (after recovery, ``dead_nodes`` still names the lost
+            nodes; ``recoveries[-1]`` says where their ranks went).
+
+        Raises:
+            NodeLostError: a used node is lost and ``on_node_loss`` is ``"raise"``.
+            NoSpareNodeError: with ``on_node_loss="recover"``, no spare can take over.
+        """
+        self._check_open()
+        occupants = [o for group in self.worker_groups.values() for o in group.occupants()]
+        groups = [*self.placement_groups.values(), *self.spare_groups.values()]
+        report = check_health(
+            self.cluster,
+            occupants,
+            groups,
+            grace_s=grace_s,
+            raise_on_loss=self.on_node_loss == "raise",
+            nodes={o.node_rank for o in occupants},
+        )
+        if self.on_node_loss == "recover" and report.dead_nodes:
+            self.recover()
+        return report
+
+    def _recover_after(self, error: NodeLostError) -> NodeLostError:
+        """A call found a lost node: recover, and return the call's error naming it."""
+        try:
+            report = self.recover()
+        except PlacementRayError as failed:
+            logger.error("recovery after a node loss failed: %s", failed)
+            return NodeLostError(
+                f"{error.message}\nrecovery failed: {failed}",
+                dead_nodes=error.dead_nodes,
+                affected=error.affected,
+            )
+        return NodeLostError(
+            f"{error.message}\n{report.describe()}\n(the call was not retried)",
+            dead_nodes=error.dead_nodes,
+            affected=error.affected,
+            recovery=report,
+        )
+
+    def _drop_nodes(self, lost: Iterable[int]) -> None:
+        """Remove the lost nodes' placement groups (used or spare) and their workers."""
+        ranks = set(lost)
+        gone = [self.placement_groups.pop(r) for r in ranks if r in self.placement_groups]
+        gone += [self.spare_groups.pop(r) for r in ranks if r in self.spare_groups]
+        _remove(self.cluster, gone)
+        dead = [w for g in self.worker_groups.values() for w in g.workers if w.node_rank in ranks]
+        release(dead, self.cluster.shares)
+        self.gpu_map = {k: v for k, v in self.gpu_map.items() if k[0] not in ranks}
+
+    def _adopt(
+        self,
+        new_plan: Plan,
+        moves: Sequence[Move],
+        started: Started,
+        master: Mapping[str, tuple[str, int | None]],
+    ) -> None:
+        """Take the re-created workers in, the spares' groups as used groups."""
+        for move in moves:
+            taken = self.spare_groups.pop(move.spare, None)
+            if taken is not None:
+                self.placement_groups[move.spare] = taken
+                self.gpu_map.update({(move.spare, s.gpu_id): s.gpu_id for s in taken.slots})
+        by_component: dict[str, dict[int, tuple[Worker, Mapping[str, Any]]]] = defaultdict(dict)
+        for worker, report in zip(started.workers, started.reports, strict=True):
+            by_component[worker.component][worker.rank] = (worker, report)
+        for component, moved in by_component.items():
+            group = self.worker_groups[component]
+            addr, port = master.get(component, (group.master_addr, group.master_port))
+            group._replace(moved, master_addr=addr, master_port=port)
+        self.plan = new_plan
+
+    def _recovered(self, report: RecoveryReport) -> None:
+        self.recoveries.append(report)
+        logger.warning("node loss: %s", report.describe())
+        if self.detached and self.name is not None:
+            save_launch(self)
+
+    def manifest(self) -> dict[str, Any]:
+        """The job's rank map as JSON-ready data, current after every recovery.
+
+        Returns:
+            ``{"name", "job", "namespace", "cluster_id", "lost_nodes", "spares",
+            "placement_groups", "moves", "components"}``; ``components`` maps each
+            component to one entry per rank, in rank order: ``rank``, ``node_rank``,
+            ``node_id``, ``gpu_ids`` (physical), ``gpu_uuids`` (None where unknown),
+            ``ports`` (block -> ports it held), ``actor_name`` (None when anonymous),
+            ``master_addr`` and ``master_port``.
+        """
+        return launch_manifest(self)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ArgumentError("the launch was shut down")
+
     def shutdown(self) -> None:
-        """Kill every worker and remove the placement groups; idempotent."""
+        """Kill every worker and remove the placement groups (spares too); idempotent.
+
+        A detached launch's record is removed as well: ``attach`` no longer finds it.
+        """
         if self._closed:
             return
         self._closed = True
         for group in self.worker_groups.values():
             group.kill()
-        _remove(self.cluster, self.placement_groups.values())
+        _remove(self.cluster, [*self.placement_groups.values(), *self.spare_groups.values()])
+        if self.detached and self.name is not None:
+            forget_launch(self)
 
     def __enter__(self) -> Launch:
         return self
@@ -429,6 +598,15 @@ class Launch:
         traceback: TracebackType | None,
     ) -> None:
         self.shutdown()
+
+
+_ON_NODE_LOSS = ("raise", "recover")
+
+
+def _check_on_node_loss(value: object) -> str:
+    if value not in _ON_NODE_LOSS:
+        raise ArgumentError(f"on_node_loss: expected one of {list(_ON_NODE_LOSS)}, got {value!r}")
+    return str(value)
 
 
 def _remove(cluster: Cluster, groups: Iterable[OrderedPlacementGroup]) -> None:
@@ -480,6 +658,9 @@ def launch(
     pg_timeout_s: float | None = 60.0,
     bind_cpus: bool = False,
     allow_busy: bool = False,
+    on_node_loss: str = "raise",
+    name: str | None = None,
+    detached: bool = False,
 ) -> Launch:
     """Start one actor per placement of a plan, on the planned nodes and GPUs.
 
@@ -509,12 +690,28 @@ def launch(
             ``__init__``; the CPUs are in ``PLACEMENT_CPU_AFFINITY`` either way.
         allow_busy: Start workers on GPUs that the node snapshots show running other
             processes; without it such a plan is refused before anything is reserved.
+        on_node_loss: ``"raise"`` (default): a call or health check that finds a lost
+            node raises ``NodeLostError``. ``"recover"``: it first runs
+            :meth:`Launch.recover` (the lost ranks start again on spares), logs the
+            report and raises ``NodeLostError`` with it in ``recovery`` (the failed call
+            is not retried); ``Launch.check_health()`` recovers and returns.
+        name: Name the launch: its actors are named ``<name>/<component>/<rank>`` and its
+            placement groups ``<name>/node-<rank>`` (``spare-<rank>``) in the job's Ray
+            namespace.
+        detached: Keep the actors and placement groups after the driver exits (Ray's
+            detached lifetime; needs ``name``); :func:`attach` rebuilds the launch in a
+            new driver of the same namespace. Only :meth:`Launch.shutdown` ends them.
+
+    Every spare node of the plan (``cluster.spare_nodes``) is reserved whole in a
+    placement group of its own, pinned to it, so no other job takes it.
 
     Returns:
         The launch: ``launch["actor"]`` is the actor component's ``WorkerGroup``.
 
     Raises:
-        ArgumentError: a missing or unknown component class, bad shares or options.
+        ArgumentError: a missing or unknown component class, bad shares or options
+            (``on_node_loss``, ``name``, ``detached`` without ``name``, a name already
+            taken by a detached launch).
         BusyAcceleratorError: planned GPUs already run other processes (names the node,
             GPU, pids and memory of each) and ``allow_busy`` is False.
         OversubscribedGPUError: the shares on some GPU add up to more than 1.
@@ -529,8 +726,12 @@ def launch(
         PlacementSyntaxError / PlacementRuleError: (placement-core) a rule does not
             parse or cannot be placed on the live cluster.
     """
+    on_node_loss = _check_on_node_loss(on_node_loss)
+    _check_name(name, detached)
     if cluster is None:
         cluster = Cluster()
+    if detached and name is not None:
+        refuse_taken(cluster, name)
     the_plan = _live_plan(config_or_plan, cluster, colocate)
     # From here on node ranks are the plan's (cluster.node_order: nvlink_domain renumbers).
     cluster = cluster._numbered_as(the_plan.inventory)
@@ -545,6 +746,8 @@ def launch(
         {"args": args, "kwargs": kwargs, "num_cpus": num_cpus, "port_blocks": port_blocks},
         master_port=master_port,
         bind_cpus=bind_cpus,
+        actor_prefix=None if name is None else f"{name}/",
+        detached=detached,
     )
     for warning in the_plan.warnings:
         logger.warning("%s", warning)
@@ -552,19 +755,59 @@ def launch(
         GpuShare(w.name, node, gpu, w.share) for w in pending for node, gpu in _gpus(w.placement)
     )
     check_interpreters(cluster, _interpreters(the_plan))
+    lifetime = "detached" if detached else None
     pgs, mapping = _reserve(
-        cluster, pending, cpus_per_bundle=cpus_per_bundle, timeout_s=pg_timeout_s
+        cluster,
+        pending,
+        cpus_per_bundle=cpus_per_bundle,
+        timeout_s=pg_timeout_s,
+        name=name or "",
+        lifetime=lifetime,
     )
+    try:
+        spares = reserve_spares(
+            cluster,
+            the_plan,
+            cpus_per_bundle=cpus_per_bundle,
+            timeout_s=pg_timeout_s,
+            name=name or "",
+            lifetime=lifetime,
+        )
+    except BaseException:
+        _remove(cluster, pgs.values())
+        raise
     requests = [_request(the_plan, w, options[w.component], pgs, mapping) for w in pending]
     started = start_workers(
         requests,
         cluster=cluster,
         timeout_s=timeout_s,
-        cleanup=lambda: _remove(cluster, pgs.values()),
+        cleanup=lambda: _remove(cluster, [*pgs.values(), *spares.values()]),
     )
     groups = _worker_groups(the_plan, cluster, started)
     gpu_map = {key: physical for key, (physical, _) in mapping.items()}
-    return Launch(the_plan, cluster, pgs, groups, gpu_map)
+    job = Launch(
+        the_plan,
+        cluster,
+        pgs,
+        groups,
+        gpu_map,
+        spare_groups=spares,
+        on_node_loss=on_node_loss,
+        name=name,
+        detached=detached,
+    )
+    if detached and name is not None:
+        save_launch(job)
+    return job
+
+
+def _check_name(name: object, detached: object) -> None:
+    if name is not None and (not isinstance(name, str) or not name or "/" in name):
+        raise ArgumentError(f"name: expected a non-empty str without '/', got {name!r}")
+    if not isinstance(detached, bool):
+        raise ArgumentError(f"detached: expected True or False, got {detached!r}")
+    if detached and name is None:
+        raise ArgumentError("detached: a detached launch needs a name (name=...) to attach to")
 
 
 def _check_actors(actors: Mapping[str, Any], components: Sequence[str]) -> None:
@@ -588,6 +831,8 @@ def _component_options(
     *,
     master_port: bool,
     bind_cpus: bool,
+    actor_prefix: str | None = None,
+    detached: bool = False,
 ) -> dict[str, WorkerOptions]:
     """Each component's ``WorkerOptions``.
 
@@ -609,6 +854,8 @@ def _component_options(
             num_cpus=cpus[c],
             port_blocks=blocks[c],
             bind_cpus=bind_cpus,
+            actor_prefix=actor_prefix,
+            detached=detached,
         )
         for c in components
     }

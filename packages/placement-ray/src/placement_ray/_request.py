@@ -79,6 +79,10 @@ class WorkerOptions:
             ``__init__``.
         capture_child_tasks: Tasks it starts run in its placement group.
         resource: The Ray resource its bundles hold and its share is asked in.
+        actor_prefix: Name each actor ``<prefix><component>/<rank>`` in the job's Ray
+            namespace (None: anonymous).
+        detached: Create the actors with Ray's detached lifetime (they outlive the
+            driver; see ``launch(..., detached=True)``).
     """
 
     cls: Any
@@ -93,6 +97,8 @@ class WorkerOptions:
     bind_cpus: bool = False
     capture_child_tasks: bool = False
     resource: str = DEFAULT_RESOURCE
+    actor_prefix: str | None = None
+    detached: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +156,12 @@ class WorkerRequest:
     def gpu_share(self) -> float | None:
         """Its GPU share where it sits in a bundle, else None."""
         return self.options.gpu_share if self.seat.bundle is not None else None
+
+    @property
+    def actor_name(self) -> str | None:
+        """Its Ray actor name (``<prefix><component>/<rank>``), or None when anonymous."""
+        prefix = self.options.actor_prefix
+        return None if prefix is None else f"{prefix}{self.component}/{self.rank}"
 
     @property
     def holds_master_port(self) -> bool:

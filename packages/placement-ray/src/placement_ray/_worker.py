@@ -267,6 +267,19 @@ class PlacementWorker:
         super().__init__(*call_args, **call_kwargs)
         return self._placement_report()
 
+    def _placement_update_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """Set ``env`` in this running worker (a re-announced ``MASTER_ADDR``/``MASTER_PORT``).
+
+        If the user's class defines ``placement_env_changed(env)``, it is called with the
+        new values (to re-form a process group, say). Returns the values set.
+        """
+        values = {str(k): str(v) for k, v in env.items()}
+        os.environ.update(values)
+        hook = getattr(self, "placement_env_changed", None)
+        if callable(hook):
+            hook(dict(values))
+        return values
+
     def _placement_hand_over(self, name: str) -> tuple[int, ...]:
         """Release the held port block ``name`` (see :func:`hand_over_ports`)."""
         return hand_over_ports(name)

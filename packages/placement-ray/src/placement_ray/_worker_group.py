@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import ray
@@ -43,6 +43,12 @@ class WorkerGroup:
         reports: What each worker reported seeing when it started.
         master_addr: Rank 0's node address.
         master_port: The port rank 0 holds for ``MASTER_PORT`` (None if none).
+
+    Attributes:
+        on_node_loss: Called with the ``NodeLostError`` a call found, returns the error
+            to raise (a ``Launch`` with ``on_node_loss="recover"`` sets it: it recovers
+            first); None raises it as it is. After a recovery ``workers``, ``reports``,
+            ``master_addr`` and ``master_port`` are the current ones.
     """
 
     def __init__(
@@ -67,6 +73,27 @@ class WorkerGroup:
         self.master_addr = master_addr
         self.master_port = master_port
         self._killed = False
+        # Set by a Launch with on_node_loss="recover": takes the NodeLostError a call
+        # found, recovers, and returns the error to raise (the recovery named in it).
+        self.on_node_loss: Callable[[NodeLostError], NodeLostError] | None = None
+
+    def _replace(
+        self,
+        moved: Mapping[int, tuple[Worker, Mapping[str, Any]]],
+        *,
+        master_addr: str | None,
+        master_port: int | None,
+    ) -> None:
+        """Put re-created workers (rank -> worker, report) in their ranks' places."""
+        workers = list(self.workers)
+        reports = list(self.reports) if self.reports else [{} for _ in workers]
+        for rank, (worker, report) in moved.items():
+            workers[rank] = worker
+            reports[rank] = dict(report)
+        self.workers = tuple(workers)
+        self.reports = tuple(reports)
+        self.master_addr = master_addr
+        self.master_port = master_port
 
     # ------------------------------------------------------------------ access
     @property
@@ -211,13 +238,16 @@ class WorkerGroup:
             try:
                 self.check_health()
             except NodeLostError as lost:
-                raise NodeLostError(
+                error = NodeLostError(
                     f"{self.component}.{method}: rank {rank} was lost with its node; "
                     + lost.message
                     + still,
                     dead_nodes=lost.dead_nodes,
                     affected=lost.affected,
-                ) from exc
+                )
+                if self.on_node_loss is not None:
+                    error = self.on_node_loss(error)
+                raise error from exc
         how = "raised" if isinstance(exc, ray.exceptions.RayTaskError) else "lost its worker"
         why = _short(exc)
         raise WorkerCallError(
@@ -230,6 +260,9 @@ class WorkerGroup:
     def check_health(self, *, raise_on_loss: bool = True, grace_s: float = 5.0) -> HealthReport:
         """Report workers whose node is gone; remove this group's stuck placement groups.
 
+        Only the nodes its workers run on count (a node lost earlier whose ranks were
+        recovered onto a spare is no longer one of them).
+
         Raises:
             NodeLostError: nodes are lost (when ``raise_on_loss``).
         """
@@ -240,6 +273,7 @@ class WorkerGroup:
             list(groups.values()),
             grace_s=grace_s,
             raise_on_loss=raise_on_loss,
+            nodes={w.node_rank for w in self.workers},
         )
 
     def hand_over_master_port(self, *, timeout_s: float = 30.0) -> int:

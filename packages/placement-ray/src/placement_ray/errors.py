@@ -34,6 +34,10 @@ Hierarchy::
     │                                        ArgumentError instead)
     ├── NodeLostError (RuntimeError)         nodes died under a running job; lists the
     │                                        affected bundles / workers by rank, node, GPUs
+    ├── NoSpareNodeError (RuntimeError)      Launch.recover(): a lost node has no compatible
+    │                                        spare left; nothing was changed
+    ├── LaunchNotFoundError (LookupError)    attach(): no detached launch of that name in
+    │                                        this namespace (names where one lives instead)
     ├── WorkerStartError (RuntimeError)      workers died starting or their __init__ raised
     ├── WorkerStartTimeoutError (TimeoutError)
     │                                        workers did not start in time (bad interpreter,
@@ -72,7 +76,9 @@ __all__ = [
     "ForeignClusterError",
     "InfeasiblePlacementGroupError",
     "InterpreterError",
+    "LaunchNotFoundError",
     "NativeCallError",
+    "NoSpareNodeError",
     "NodeLostError",
     "NodeOrderError",
     "NodesNotReadyError",
@@ -311,6 +317,9 @@ class NodeLostError(PlacementRayError, RuntimeError):
         dead_nodes: ``(node rank, node id)`` of every lost node.
         affected: One entry per affected bundle / worker: a mapping with ``role``,
             ``rank``, ``bundle_index``, ``node_rank``, ``node_id`` and ``gpu_ids``.
+        recovery: With ``launch(..., on_node_loss="recover")``: the
+            ``RecoveryReport`` of the takeover done before this error was raised (the
+            lost ranks run again on spares); None otherwise.
     """
 
     def __init__(
@@ -319,9 +328,48 @@ class NodeLostError(PlacementRayError, RuntimeError):
         *,
         dead_nodes: Sequence[tuple[int, str]] = (),
         affected: Sequence[Mapping[str, Any]] = (),
+        recovery: Any = None,
     ) -> None:
         self.dead_nodes = tuple(dead_nodes)
         self.affected = tuple(dict(a) for a in affected)
+        self.recovery = recovery
+        super().__init__(message)
+
+
+class NoSpareNodeError(PlacementRayError, RuntimeError):
+    """``Launch.recover()`` found a lost node that no free spare can replace.
+
+    Raised before anything is changed: the launch, its workers and its placement groups
+    are as they were. core's ``NoSpareError`` is the ``__cause__``.
+
+    Attributes:
+        lost: The lost nodes left without a spare, ascending.
+        needs: Per such node, what a spare would need to replace it.
+    """
+
+    def __init__(
+        self, message: str, *, lost: Sequence[int] = (), needs: Mapping[int, str] | None = None
+    ) -> None:
+        self.lost = tuple(lost)
+        self.needs = dict(needs or {})
+        super().__init__(message)
+
+
+class LaunchNotFoundError(PlacementRayError, LookupError):
+    """``attach(name)`` found no detached launch of that name in this Ray namespace.
+
+    Attributes:
+        name: The launch name asked for.
+        namespace: The namespace searched.
+        elsewhere: Other namespaces that hold a launch of that name.
+    """
+
+    def __init__(
+        self, message: str, *, name: str = "", namespace: str = "", elsewhere: Sequence[str] = ()
+    ) -> None:
+        self.name = name
+        self.namespace = namespace
+        self.elsewhere = tuple(elsewhere)
         super().__init__(message)
 
 
