@@ -80,7 +80,7 @@ def test_resources_still_held_after_the_timeout_are_named(
     ("fields", "message"),
     [
         ({"nodes": 0}, "nodes: expected an int >= 1, got 0"),
-        ({"gpus_per_node": -1}, "gpus_per_node: expected an int >= 0, got -1"),
+        ({"gpus_per_node": -1}, r"gpus_per_node: expected an int >= 0 \(or one per node\), got -1"),
         ({"nodes": 3, "topology": ["mig"]}, "expected one machine or a list of 3"),
         ({"job": "a/b"}, "job: expected a non-empty name without '/'"),
         ({"timeout_s": 0}, "timeout_s: expected seconds > 0, got 0"),
