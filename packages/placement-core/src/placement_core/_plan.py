@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
@@ -514,8 +515,20 @@ def _groups(entries: Sequence[Entry]) -> dict[int, tuple[int, ...]]:
         base = run.node_rank * _NODE_FACTOR
         for group in ids if isinstance(ids, list) else (ids,):
             if len(group) > 1:
-                keys = tuple(sorted(base + i for i in group))
+                keys = tuple([base + i for i in group])
+                if any(a > b for a, b in pairwise(keys)):
+                    keys = tuple(sorted(keys))
                 groups.update(dict.fromkeys(keys, keys))
+    return groups
+
+
+def _lazy_groups(
+    made: dict[int, dict[int, tuple[int, ...]]], index: int, entries: Sequence[Entry]
+) -> dict[int, tuple[int, ...]]:
+    """``_groups`` of a component's entries, made once (kept in ``made`` by index)."""
+    groups = made.get(index)
+    if groups is None:
+        groups = made[index] = _groups(entries)
     return groups
 
 
@@ -559,10 +572,13 @@ def _sharing_warnings(
             if any(group & set(rule_a.names) and group & set(rule_b.names) for group in declared):
                 continue
             for index, entries in ((i, entries_a), (j, entries_b)):
-                if index not in groups:
-                    groups[index] = _groups(entries)
+                if index not in devices:
                     devices[index] = _devices(entries)
-            pair = _straddle(groups[i], groups[j])
+            # Only processes of several accelerators on both sides can straddle: each
+            # side's groups are made when the other side has some.
+            pair = None
+            if _lazy_groups(groups, i, entries_a):
+                pair = _straddle(groups[i], _lazy_groups(groups, j, entries_b))
             if pair is not None:
                 warnings.append(
                     f"components {_names(rule_a)} and {_names(rule_b)} have processes whose "

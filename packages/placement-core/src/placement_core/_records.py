@@ -19,7 +19,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
-from itertools import chain, groupby, islice, repeat
+from itertools import chain, islice, repeat
 from operator import eq, itemgetter
 from typing import Any, overload
 
@@ -147,16 +147,18 @@ if tuple(f.name for f in fields(Placement)) != Placement.__slots__:  # pragma: n
 
 
 def _segments(
-    batch: list[Entry],
+    entries: Sequence[Entry], start: int, stop: int
 ) -> Iterator[tuple[int, tuple[int, ...] | list[tuple[int, ...]]]]:
-    """Split a run's entries into ``(count, ids)`` (``count`` processes on one id tuple)
-    and ``(n, [ids, ...])`` (n processes, one id tuple each) pieces, in order."""
-    if len(batch) == 1:
-        count, _, ids = batch[0]
+    """Split one run's entries (``entries[start:stop]``) into ``(count, ids)`` (``count``
+    processes on one id tuple) and ``(n, [ids, ...])`` (n processes, one id tuple each)
+    pieces, in order."""
+    if stop - start == 1:
+        count, _, ids = entries[start]
         yield count, ids
         return
     singles: list[tuple[int, ...]] = []
-    for count, _, ids in batch:
+    for index in range(start, stop):
+        count, _, ids = entries[index]
         if isinstance(ids, list):
             singles.extend(ids)
         elif count == 1:
@@ -196,12 +198,25 @@ class Placements(Sequence[Placement]):
     def __init__(self, segments: Iterable[_Segment] = ()) -> None:
         # One list per segment field rather than a tuple per segment: a few objects for
         # the collector to track, however many nodes.
-        self._columns: tuple[list[Any], ...] = tuple([] for _ in range(_FIELDS))
-        appends = [column.append for column in self._columns]
+        columns: tuple[list[Any], ...] = tuple([] for _ in range(_FIELDS))
+        appends = [column.append for column in columns]
         for segment in segments:
             for append, value in zip(appends, segment, strict=True):
                 append(value)
-        self._len: int = sum(self._columns[1])
+        self._set(columns)
+
+    @classmethod
+    def from_columns(cls, columns: tuple[list[Any], ...]) -> Placements:
+        """Records from their segments' fields, one list per field (see ``_Segment``)."""
+        if len(columns) != _FIELDS or len({len(c) for c in columns}) > 1:
+            raise ValueError(f"expected {_FIELDS} columns of one length")
+        placements = cls.__new__(cls)
+        placements._set(columns)
+        return placements
+
+    def _set(self, columns: tuple[list[Any], ...]) -> None:
+        self._columns = columns
+        self._len: int = sum(columns[1])
         self._annotations: tuple[list[Any], list[Any], list[Any]] | None = None
 
     def _segment(self, index: int) -> _Segment:
@@ -325,70 +340,93 @@ def build_placements(
         One placement per process, by rank, stored compactly (records are built when
         read); equal tuples are shared between records.
     """
-    # Consecutive entries on one run (one node and group) are built together.
-    batches = [(run, list(batch)) for run, batch in groupby(entries, key=itemgetter(1))]
     counts: dict[int, int] = {}
-    for run, batch in batches:
-        counts[run.node_rank] = counts.get(run.node_rank, 0) + sum(e[0] for e in batch)
+    for count, run, _ in entries:
+        counts[run.node_rank] = counts.get(run.node_rank, 0) + count
     placement_rank = {node_rank: i for i, node_rank in enumerate(counts)}
     next_local = dict.fromkeys(counts, 0)
-    views: dict[int, tuple[str, tuple[int, ...], str | None, int]] = {}
-    shared_ids: dict[int, tuple[int, ...]] = {}
-    segments: list[_Segment] = []
+    kinds: dict[int, tuple[tuple[int, ...], str | None, int]] = {}
+    columns: tuple[list[Any], ...] = tuple([] for _ in range(_FIELDS))
+    (
+        ranks,
+        sizes,
+        node_ranks,
+        node_ids,
+        placement_nodes,
+        locals_,
+        world_sizes,
+        hardware_ranks,
+        visibles,
+        firsts,
+        types,
+        groups,
+        isolates,
+        hardware_types,
+    ) = (column.append for column in columns)
     rank = 0
-    for run, batch in batches:
+    # Consecutive entries on one run (one node and group) are built together.
+    for start, stop in _run_spans(entries):
+        run = entries[start][1]
         node_rank = run.node_rank
         node_id, all_ids, accelerator_type, first_accelerator = _node_view(
-            views, shared_ids, inventory, node_rank
+            kinds, inventory, node_rank
         )
         kind = run.kind
         isolate = isolate_accelerator and kind is SpaceKind.ACCELERATOR
         hardware_type = run.resource_type if kind is SpaceKind.HARDWARE else None
         shown_type = accelerator_type if isolate or all_ids else None
-        for count, ids in _segments(batch):
+        for count, ids in _segments(entries, start, stop):
             local = next_local[node_rank]
             next_local[node_rank] = local + count
             hardware, visible, first = _devices(kind, ids, isolate, all_ids, first_accelerator)
-            segments.append(
-                (
-                    rank,
-                    count,
-                    node_rank,
-                    node_id,
-                    placement_rank[node_rank],
-                    local,
-                    counts[node_rank],
-                    hardware,
-                    visible,
-                    first,
-                    shown_type,
-                    run.group,
-                    isolate,
-                    hardware_type,
-                )
-            )
+            ranks(rank)
+            sizes(count)
+            node_ranks(node_rank)
+            node_ids(node_id)
+            placement_nodes(placement_rank[node_rank])
+            locals_(local)
+            world_sizes(counts[node_rank])
+            hardware_ranks(hardware)
+            visibles(visible)
+            firsts(first)
+            types(shown_type)
+            groups(run.group)
+            isolates(isolate)
+            hardware_types(hardware_type)
             rank += count
-    return Placements(segments)
+    return Placements.from_columns(columns)
+
+
+def _run_spans(entries: Sequence[Entry]) -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` of each stretch of consecutive entries on one run."""
+    start, last = 0, None
+    for index, (_, run, _) in enumerate(entries):
+        if run is not last:
+            if index:
+                yield start, index
+            start, last = index, run
+    if entries:
+        yield start, len(entries)
 
 
 def _node_view(
-    views: dict[int, tuple[str, tuple[int, ...], str | None, int]],
-    shared_ids: dict[int, tuple[int, ...]],
+    kinds: dict[int, tuple[tuple[int, ...], str | None, int]],
     inventory: Inventory,
     node_rank: int,
 ) -> tuple[str, tuple[int, ...], str | None, int]:
     """``(node id, accelerator ids, accelerator type, first accelerator)`` of a node."""
-    view = views.get(node_rank)
-    if view is None:
-        node = inventory.nodes[node_rank]
-        # Nodes of a uniform inventory share one accelerators tuple: derive the id
-        # tuple once per distinct tuple.
-        all_ids = shared_ids.get(id(node.accelerators))
-        if all_ids is None:
-            all_ids = shared_ids[id(node.accelerators)] = node.accelerator_ids
-        view = (node.node_id, all_ids, node.accelerator_type, all_ids[0] if all_ids else -1)
-        views[node_rank] = view
-    return view
+    node = inventory.nodes[node_rank]
+    # Nodes of a uniform inventory share one accelerators tuple: derive what depends on
+    # it once per distinct tuple (and keep nothing per node for the collector to walk).
+    kind = kinds.get(id(node.accelerators))
+    if kind is None:
+        ids = node.accelerator_ids
+        kind = kinds[id(node.accelerators)] = (
+            ids,
+            node.accelerator_type,
+            ids[0] if ids else -1,
+        )
+    return (node.node_id, *kind)
 
 
 def _devices(
