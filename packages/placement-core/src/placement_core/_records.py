@@ -16,6 +16,7 @@ record) through a layout-identical mutable twin whose class is then switched (no
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
@@ -180,6 +181,16 @@ def _segments(
 _Segment = tuple[Any, ...]
 _FIELDS = 14
 _PER_PROCESS = (7, 8, 9)
+# Fields that are always ints (ranks, counts, node ranks, local ranks, sizes): kept in
+# arrays, which the garbage collector does not track (lists of a million would be walked
+# by every collection while young).
+_INT_FIELDS = frozenset({0, 1, 2, 4, 5, 6})
+
+
+def _new_columns() -> tuple[Any, ...]:
+    return tuple(array("q") if i in _INT_FIELDS else [] for i in range(_FIELDS))
+
+
 _FIRST = itemgetter(0)
 
 
@@ -198,7 +209,7 @@ class Placements(Sequence[Placement]):
     def __init__(self, segments: Iterable[_Segment] = ()) -> None:
         # One list per segment field rather than a tuple per segment: a few objects for
         # the collector to track, however many nodes.
-        columns: tuple[list[Any], ...] = tuple([] for _ in range(_FIELDS))
+        columns = _new_columns()
         appends = [column.append for column in columns]
         for segment in segments:
             for append, value in zip(appends, segment, strict=True):
@@ -346,7 +357,7 @@ def build_placements(
     placement_rank = {node_rank: i for i, node_rank in enumerate(counts)}
     next_local = dict.fromkeys(counts, 0)
     kinds: dict[int, tuple[tuple[int, ...], str | None, int]] = {}
-    columns: tuple[list[Any], ...] = tuple([] for _ in range(_FIELDS))
+    columns = _new_columns()
     (
         ranks,
         sizes,
