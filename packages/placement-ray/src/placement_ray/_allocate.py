@@ -52,11 +52,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Worker",
+    "adopt",
     "allocate",
     "check_interpreters",
     "release",
     "wait_started",
     "worker_shares",
+    "worker_spec",
 ]
 
 logger = logging.getLogger(__name__)
@@ -89,6 +91,7 @@ class Worker:
             them, so its share of each is booked in the cluster view's ledger.
         request: The request it was created from (issue it again to re-create the
             worker elsewhere); None for a record made by hand.
+        actor_name: Its Ray actor name, None when anonymous.
     """
 
     component: str
@@ -105,6 +108,7 @@ class Worker:
     env: Mapping[str, str] = field(default_factory=dict)
     more_bundles: tuple[int, ...] = ()
     request: WorkerRequest | None = field(default=None, repr=False, compare=False)
+    actor_name: str | None = None
 
     def describe(self) -> str:
         """``rollout rank 3 on node 1 (GPUs [2, 3], bundle 9, share 0.2)``."""
@@ -230,14 +234,7 @@ def allocate(
         ray_options["name"] = actor_name
     if request.options.detached:
         ray_options["lifetime"] = "detached"
-    spec = WorkerSpec(
-        name=request.name,
-        port_blocks=dict(request.port_blocks),
-        defer_init=defer_init,
-        bind_cpus=request.options.bind_cpus,
-        report_env=tuple(k for k in full_env if not k.startswith("RAY_")),
-        unset_env=other_visibility_vars(full_env) if request.seat.gpu_ids else (),
-    )
+    spec = worker_spec(request, full_env, defer_init=defer_init)
     try:
         handle = (
             _remote_class(cls)
@@ -248,13 +245,54 @@ def allocate(
         raise ArgumentError(
             f"{request.name}: Ray refused to create the actor: {clean(str(exc))}"
         ) from exc
-    worker = _worker(request, node.node_id, handle, share, full_env)
+    worker = _worker(request, node.node_id, handle, share, full_env, actor_name)
     cluster.shares.book(worker_shares(worker))
     return worker
 
 
+def worker_spec(request: WorkerRequest, env: Mapping[str, str], *, defer_init: bool) -> WorkerSpec:
+    """What the worker of ``request`` does before its user code, given its whole env."""
+    return WorkerSpec(
+        name=request.name,
+        port_blocks=dict(request.port_blocks),
+        defer_init=defer_init,
+        bind_cpus=request.options.bind_cpus,
+        report_env=tuple(k for k in env if not k.startswith("RAY_")),
+        unset_env=other_visibility_vars(env) if request.seat.gpu_ids else (),
+    )
+
+
+def adopt(standby: Worker, request: WorkerRequest, *, cluster: Cluster) -> Worker:
+    """Make a started standby (a worker whose ``__init__`` never ran, seated as the
+    request) the worker of ``request``: its env, ports and deferred ``__init__`` are set
+    inside it (a failure there is raised by its next report). Its GPU share stays booked.
+
+    Raises:
+        ArgumentError: a bad request, or a standby seated elsewhere.
+    """
+    node = cluster.node(request.node_rank)
+    full_env = _checked_env(request, node)
+    share = standby.gpu_share
+    if standby.node_rank != request.node_rank or standby.gpu_ids != request.seat.gpu_ids:
+        raise ArgumentError(
+            f"{request.name}: a standby on node {standby.node_rank} GPUs "
+            f"{list(standby.gpu_ids)} cannot take node {request.node_rank} GPUs "
+            f"{list(request.seat.gpu_ids)}"
+        )
+    spec = worker_spec(request, full_env, defer_init=True)
+    standby.handle._placement_adopt.remote(
+        spec, full_env, tuple(request.options.args), dict(request.options.kwargs)
+    )
+    return _worker(request, node.node_id, standby.handle, share, full_env, standby.actor_name)
+
+
 def _worker(
-    request: WorkerRequest, node_id: str, handle: Any, share: float, env: Mapping[str, str]
+    request: WorkerRequest,
+    node_id: str,
+    handle: Any,
+    share: float,
+    env: Mapping[str, str],
+    actor_name: str | None,
 ) -> Worker:
     seat = request.seat
     return Worker(
@@ -272,6 +310,7 @@ def _worker(
         env=dict(env),
         more_bundles=seat.more_bundles if seat.bundle is not None else (),
         request=request,
+        actor_name=actor_name,
     )
 
 

@@ -23,6 +23,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from ._allocate import Worker, worker_shares
 from ._cluster import Cluster
 from ._rayapi import head_node_id
+from ._standby import Standbys
 from ._worker_group import WorkerGroup
 from .errors import ArgumentError, ClusterError, ForeignClusterError, LaunchNotFoundError
 
@@ -108,6 +109,10 @@ def _state(job: Launch) -> dict[str, Any]:
         "on_node_loss": job.on_node_loss,
         "recoveries": job.recoveries,
         "groups": groups,
+        "standbys": {
+            key: [dataclasses.replace(w, handle=None) for w in workers]
+            for key, workers in job.standbys.idle.items()
+        },
     }
 
 
@@ -176,7 +181,9 @@ def _read_record(name: str, namespace: str) -> bytes | None:
 
 
 def _handle(worker: Worker, namespace: str) -> Any | None:
-    actor_name = None if worker.request is None else worker.request.actor_name
+    actor_name = worker.actor_name
+    if actor_name is None and worker.request is not None:
+        actor_name = worker.request.actor_name
     if actor_name is None:
         return None
     try:
@@ -267,7 +274,20 @@ def attach(name: str, cluster: Cluster | None = None) -> Launch:
         detached=True,
     )
     job.recoveries.extend(state["recoveries"])
+    job.standbys = _standbys(state.get("standbys", {}), cluster)
     return job
+
+
+def _standbys(saved: dict[Any, list[Worker]], cluster: Cluster) -> Standbys:
+    """The saved standbys still alive, reached by their actor names."""
+    standbys = Standbys()
+    for key, workers in saved.items():
+        for worker in workers:
+            handle = _handle(worker, cluster.namespace)
+            if handle is not None:
+                standbys.idle.setdefault(key, []).append(dataclasses.replace(worker, handle=handle))
+                cluster.shares.book(worker_shares(worker))
+    return standbys
 
 
 def launch_manifest(job: Launch) -> dict[str, Any]:
@@ -287,7 +307,7 @@ def launch_manifest(job: Launch) -> dict[str, Any]:
                     "gpu_ids": list(worker.gpu_ids),
                     "gpu_uuids": [uuids.get(g) for g in worker.gpu_ids],
                     "ports": {k: list(v) for k, v in dict(report.get("ports", {})).items()},
-                    "actor_name": None if worker.request is None else worker.request.actor_name,
+                    "actor_name": worker.actor_name,
                     "pid": report.get("pid"),
                     "master_addr": group.master_addr,
                     "master_port": group.master_port,

@@ -67,6 +67,7 @@ from ._request import (
     seat_for,
     worker_request,
 )
+from ._standby import Standbys, spare_requests, warm_standbys
 from ._startup import Started, start_workers
 from ._worker import COMPONENT_ENV, MASTER_PORT_BLOCK
 from ._worker_group import WorkerGroup
@@ -363,6 +364,8 @@ class Launch:
         name: The launch's name (``launch(..., name=...)``), or None.
         detached: Whether its actors and placement groups outlive the driver.
         recoveries: The reports of the recoveries done so far, oldest first.
+        standbys: The warm spares' standby workers not adopted yet (empty without
+            ``warm_spares``).
     """
 
     def __init__(
@@ -377,6 +380,7 @@ class Launch:
         on_node_loss: str = "raise",
         name: str | None = None,
         detached: bool = False,
+        standbys: Standbys | None = None,
     ) -> None:
         self.plan = the_plan
         self.cluster = cluster
@@ -388,6 +392,7 @@ class Launch:
         self.name = name
         self.detached = detached
         self.recoveries: list[RecoveryReport] = []
+        self.standbys = standbys if standbys is not None else Standbys()
         self._closed = False
         if self.on_node_loss == "recover":
             for group in self.worker_groups.values():
@@ -524,6 +529,7 @@ class Launch:
         ranks = set(lost)
         gone = [self.placement_groups.pop(r) for r in ranks if r in self.placement_groups]
         gone += [self.spare_groups.pop(r) for r in ranks if r in self.spare_groups]
+        self.standbys.stop(ranks, cluster=self.cluster)
         _remove(self.cluster, gone)
         dead = [w for g in self.worker_groups.values() for w in g.workers if w.node_rank in ranks]
         release(dead, self.cluster.shares)
@@ -584,6 +590,7 @@ class Launch:
         self._closed = True
         for group in self.worker_groups.values():
             group.kill()
+        self.standbys.stop(cluster=self.cluster)
         _remove(self.cluster, [*self.placement_groups.values(), *self.spare_groups.values()])
         if self.detached and self.name is not None:
             forget_launch(self)
@@ -661,6 +668,7 @@ def launch(
     on_node_loss: str = "raise",
     name: str | None = None,
     detached: bool = False,
+    warm_spares: bool = False,
 ) -> Launch:
     """Start one actor per placement of a plan, on the planned nodes and GPUs.
 
@@ -701,6 +709,11 @@ def launch(
         detached: Keep the actors and placement groups after the driver exits (Ray's
             detached lifetime; needs ``name``); :func:`attach` rebuilds the launch in a
             new driver of the same namespace. Only :meth:`Launch.shutdown` ends them.
+        warm_spares: Start, on every spare node, a standby for each worker of each node
+            it can replace (the same class, interpreter, node-group env, GPUs and share;
+            ``__init__`` not run), so that :meth:`Launch.recover` adopts started
+            processes instead of starting new ones. They cost the spare's memory for
+            the processes (and whatever importing the actor classes' modules takes).
 
     Every spare node of the plan (``cluster.spare_nodes``) is reserved whole in a
     placement group of its own, pinned to it, so no other job takes it.
@@ -728,6 +741,7 @@ def launch(
     """
     on_node_loss = _check_on_node_loss(on_node_loss)
     _check_name(name, detached)
+    _check_flag("warm_spares", warm_spares)
     if cluster is None:
         cluster = Cluster()
     if detached and name is not None:
@@ -785,6 +799,15 @@ def launch(
     )
     groups = _worker_groups(the_plan, cluster, started)
     gpu_map = {key: physical for key, (physical, _) in mapping.items()}
+    standbys = None
+    if warm_spares:
+        standbys = warm_standbys(
+            spare_requests(the_plan.spares().replaces, started.workers, spares),
+            cluster=cluster,
+            spare_groups=spares,
+            name=name,
+            timeout_s=timeout_s,
+        )
     job = Launch(
         the_plan,
         cluster,
@@ -795,10 +818,16 @@ def launch(
         on_node_loss=on_node_loss,
         name=name,
         detached=detached,
+        standbys=standbys,
     )
     if detached and name is not None:
         save_launch(job)
     return job
+
+
+def _check_flag(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ArgumentError(f"{name}: expected True or False, got {value!r}")
 
 
 def _check_name(name: object, detached: object) -> None:

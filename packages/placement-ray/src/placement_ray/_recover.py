@@ -220,7 +220,13 @@ def _start(
         port = kept_ports.get(worker.component)
         return {} if port is None else {"MASTER_PORT": str(port)}
 
-    return start_workers(requests, cluster=job.cluster, late_env=late_env, timeout_s=timeout_s)
+    return start_workers(
+        requests,
+        cluster=job.cluster,
+        late_env=late_env,
+        timeout_s=timeout_s,
+        standbys=job.standbys,
+    )
 
 
 def recover(job: Launch, *, timeout_s: float | None = 120.0) -> RecoveryReport:

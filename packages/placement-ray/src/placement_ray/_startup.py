@@ -18,6 +18,7 @@ from typing import Any
 from ._allocate import Worker, allocate, boot, release
 from ._cluster import Cluster
 from ._request import WorkerRequest
+from ._standby import Standbys
 from ._worker import MASTER_PORT_BLOCK
 
 __all__ = ["LateEnv", "Started", "start_workers"]
@@ -59,6 +60,7 @@ def start_workers(
     late_env: LateEnv | None = None,
     timeout_s: float | None = 120.0,
     cleanup: Callable[[], None] | None = None,
+    standbys: Standbys | None = None,
 ) -> Started:
     """Create, wire and boot ``requests``; on any failure kill them all and re-raise.
 
@@ -68,6 +70,8 @@ def start_workers(
         late_env: More variables known only once every worker has started.
         timeout_s: Limit for the workers to start (and, separately, their ``__init__``).
         cleanup: Run after the workers are killed when startup fails.
+        standbys: Started standbys (warm spares): a request with a matching one adopts
+            it instead of starting a process; the others on those nodes are stopped.
 
     Raises:
         ArgumentError: a bad request (node, GPUs, environment, share).
@@ -77,10 +81,15 @@ def start_workers(
     workers: list[Worker] = []
     ports: dict[str, int | None] = {r.component: None for r in requests}
     try:
-        for request in requests:
-            workers.append(
-                allocate(request, cluster=cluster, check_interpreter=False, defer_init=True)
-            )
+        adopted = {} if standbys is None else standbys.adopt(requests, cluster=cluster)
+        workers += adopted.values()
+        for index, request in enumerate(requests):
+            if index not in adopted:
+                workers.append(
+                    allocate(request, cluster=cluster, check_interpreter=False, defer_init=True)
+                )
+        order = {id(r): i for i, r in enumerate(requests)}
+        workers.sort(key=lambda w: order[id(w.request)])
 
         def wire(i: int, worker: Worker, first: Sequence[Mapping[str, Any]]) -> dict[str, str]:
             if i == 0:

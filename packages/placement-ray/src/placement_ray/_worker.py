@@ -204,32 +204,67 @@ class PlacementWorker:
 
     _placement_spec: WorkerSpec
     _placement_init: tuple[tuple[Any, ...], dict[str, Any]] | None
+    _placement_failure: BaseException | None = None
 
     def __init__(self, _placement_spec: WorkerSpec, *args: Any, **kwargs: Any) -> None:
         self._placement_spec = _placement_spec
         self._placement_init = None
-        for name in _placement_spec.unset_env:
-            os.environ.pop(name, None)
-        fill_hardware_from_node()
-        if _placement_spec.bind_cpus:
-            bind_cpus(os.environ.get(CPU_AFFINITY_ENV), name=_placement_spec.name)
-        host = _placement_spec.port_host or _node_ip()
-        if _placement_spec.port_blocks:
-            from placement_native.ports import reserve_ports
-
-            for name, (count, consecutive) in _placement_spec.port_blocks.items():
-                with native_errors(f"port block {name!r}"):
-                    reservation = reserve_ports(count, host=host, consecutive=consecutive)
-                with _held_lock:
-                    _held[name] = reservation
+        self._placement_prepare()
         if _placement_spec.defer_init:
             self._placement_init = (args, kwargs)
         else:
             super().__init__(*args, **kwargs)
 
+    def _placement_prepare(self) -> None:
+        """What runs before the user's code: clear other vendors' visibility, fill the
+        node's hardware settings, bind CPUs, reserve and hold the port blocks."""
+        spec = self._placement_spec
+        for name in spec.unset_env:
+            os.environ.pop(name, None)
+        fill_hardware_from_node()
+        if spec.bind_cpus:
+            bind_cpus(os.environ.get(CPU_AFFINITY_ENV), name=spec.name)
+        if spec.port_blocks:
+            from placement_native.ports import reserve_ports
+
+            host = spec.port_host or _node_ip()
+            for name, (count, consecutive) in spec.port_blocks.items():
+                with native_errors(f"port block {name!r}"):
+                    reservation = reserve_ports(count, host=host, consecutive=consecutive)
+                with _held_lock:
+                    _held[name] = reservation
+
+    def _placement_adopt(
+        self,
+        spec: WorkerSpec,
+        env: Mapping[str, str],
+        args: Any = (),
+        kwargs: Any = None,
+    ) -> None:
+        """Make this standby (a started worker whose ``__init__`` never ran) the worker of
+        ``spec``: its environment set, its ports reserved, its ``__init__`` deferred to
+        ``_placement_setup`` with ``args``/``kwargs``."""
+        try:
+            if self._placement_init is None or held_ports():
+                raise ArgumentError(
+                    f"{self._placement_spec.name}: not a standby (its __init__ ran or it "
+                    "holds ports); it cannot be adopted"
+                )
+            os.environ.update({str(k): str(v) for k, v in env.items()})
+            self._placement_spec = spec
+            self._placement_prepare()
+            self._placement_init = (tuple(args), dict(kwargs or {}))
+        except BaseException as exc:  # raised by the report the driver waits for
+            self._placement_failure = exc
+
     def _placement_report(self) -> dict[str, Any]:
         """What this worker really sees: node, GPUs, environment, ports."""
         import ray
+
+        failure = getattr(self, "_placement_failure", None)
+        if failure is not None:
+            self._placement_failure = None
+            raise failure
 
         context = ray.get_runtime_context()
         names = (*REPORTED_ENV_VARS, *self._placement_spec.report_env)
