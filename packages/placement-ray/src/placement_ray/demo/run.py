@@ -357,16 +357,8 @@ def _examples_dir() -> Path:
     return Path.cwd() / "examples"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo; 0 when every worker reported what was planned."""
-    parser = argparse.ArgumentParser(
-        prog="python -m placement_ray.demo", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument(
-        "--examples", type=Path, default=None, help="folder with the demo_*.yaml configs"
-    )
-    options = parser.parse_args(argv)
-    examples = options.examples or _examples_dir()
+def _missing_examples(examples: Path) -> int:
+    """2 (after saying so) when a demo config is missing from ``examples``, else 0."""
     for name in ("demo_colocated_strided.yaml", "demo_heterogeneous.yaml"):
         if not (examples / name).exists():
             print(
@@ -375,18 +367,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
+    return 0
 
-    import ray
+
+def _start_simulated() -> Any:
+    """The demo's simulated cluster: NUM_NODES labelled nodes on 127.0.0.1."""
     from ray.cluster_utils import Cluster as SimulatedCluster
 
-    from placement_ray import Cluster
-
-    # The demo's output is for a person: Ray's own INFO lines (address overwrites,
-    # "Connected to Ray cluster") would interleave with the tables.
-    logging.getLogger("ray").setLevel(logging.WARNING)
-
-    total = time.perf_counter()
-    checks = Checks()
     node_args: dict[str, Any] = {
         "num_cpus": 2,
         "num_gpus": GPUS_PER_NODE,
@@ -403,26 +390,59 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for rank in range(1, NUM_NODES):
             simulated.add_node(**node_args, labels={"node-rank": str(rank)})
+    return simulated
+
+
+def _discover(address: str) -> Any:
+    """The demo's cluster view, its nodes printed."""
+    import ray
+
+    from placement_ray import Cluster
+
+    with _section("discovery: one native snapshot task per node, node order by label"):
+        # Connected here rather than by Cluster() so Ray's own INFO lines ("Connecting
+        # to existing Ray cluster at address ...") stay out of the demo's output; the
+        # namespace is the one Cluster(job="demo") uses.
+        ray.init(
+            address=address,
+            namespace="placement-demo",
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+        )
+        cluster = Cluster(NUM_NODES, address=address, job="demo", timeout_s=120, export_env=False)
+        for node in cluster.nodes:
+            print(
+                f"  node {node.rank}: {node.node_id[:16]}  ip {node.ip}  "
+                f"{len(node.accelerators)} GPUs"
+            )
+    return cluster
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the demo; 0 when every worker reported what was planned."""
+    parser = argparse.ArgumentParser(
+        prog="python -m placement_ray.demo", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--examples", type=Path, default=None, help="folder with the demo_*.yaml configs"
+    )
+    options = parser.parse_args(argv)
+    examples = options.examples or _examples_dir()
+    if _missing_examples(examples):
+        return 2
+
+    import ray
+
+    # The demo's output is for a person: Ray's own INFO lines (address overwrites,
+    # "Connected to Ray cluster") would interleave with the tables.
+    logging.getLogger("ray").setLevel(logging.WARNING)
+
+    total = time.perf_counter()
+    checks = Checks()
+    simulated = _start_simulated()
     cluster = None
     try:
-        with _section("discovery: one native snapshot task per node, node order by label"):
-            # Connected here rather than by Cluster() so Ray's own INFO lines ("Connecting
-            # to existing Ray cluster at address ...") stay out of the demo's output; the
-            # namespace is the one Cluster(job="demo") uses.
-            ray.init(
-                address=simulated.address,
-                namespace="placement-demo",
-                logging_level=logging.WARNING,
-                log_to_driver=False,
-            )
-            cluster = Cluster(
-                NUM_NODES, address=simulated.address, job="demo", timeout_s=120, export_env=False
-            )
-            for node in cluster.nodes:
-                print(
-                    f"  node {node.rank}: {node.node_id[:16]}  ip {node.ip}  "
-                    f"{len(node.accelerators)} GPUs"
-                )
+        cluster = _discover(simulated.address)
         _slime(cluster, checks)
         _launch(cluster, examples / "demo_colocated_strided.yaml", checks)
         _launch(cluster, examples / "demo_heterogeneous.yaml", checks, interpreter_group="train")
@@ -432,7 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cluster.shutdown()
             if ray.is_initialized():
                 ray.shutdown()
-            simulated.shutdown()  # type: ignore[no-untyped-call]
+            simulated.shutdown()
     print(
         f"\n{checks.checked} checks of worker reports against the plan, "
         f"{len(checks.problems)} mismatches; total {time.perf_counter() - total:.1f}s"
