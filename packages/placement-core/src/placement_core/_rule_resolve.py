@@ -94,12 +94,11 @@ def resolve_rule(rule: Rule, space: ResourceSpace, *, stride: int = 1) -> list[E
                     segment.span,
                 )
             try:
-                groups = space.packed(
+                entries += space.packed(
                     first, last, per_process, block_stride, first_process=next_process
                 )
             except PlacementRuleError as error:
                 raise rule_error(error.reason, rule, segment.span) from None
-            entries.extend((len(ids), run, ids) for run, ids in groups)
         next_process += num_processes
     if stride > 1 and not spanning:
         raise PlacementRuleError(

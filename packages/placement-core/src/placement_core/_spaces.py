@@ -175,8 +175,8 @@ class ResourceSpace:
         stride: int = 1,
         *,
         first_process: int = 0,
-    ) -> list[tuple[SpaceRun, list[tuple[int, ...]]]]:
-        """Packed-with-stride groups of resources ``first .. last``.
+    ) -> list[tuple[int, SpaceRun, tuple[int, ...] | list[tuple[int, ...]]]]:
+        """Packed-with-stride groups of resources ``first .. last``, as rule entries.
 
         See docs/concepts/strategies.md#packed.
 
@@ -184,7 +184,8 @@ class ResourceSpace:
         in each block, process ``j < stride`` takes offsets ``j, j+stride, ...``.
 
         Returns:
-            Per run, in process order: ``(run, [local_ids of each process on it])``.
+            Per run, in process order: ``(count, run, [local_ids of each process on it])``
+            (the list holds ``count`` id tuples).
 
         Raises:
             PlacementRuleError: A block crosses a node (or resource type) boundary; the
@@ -193,7 +194,7 @@ class ResourceSpace:
         block = per_process * stride
         self.locate(first)
         self.locate(last)
-        out: list[tuple[SpaceRun, list[tuple[int, ...]]]] = []
+        out: list[tuple[int, SpaceRun, tuple[int, ...] | list[tuple[int, ...]]]] = []
         index = bisect_right(self._starts, first) - 1
         runs = self.runs
         intern = self.intern
@@ -213,15 +214,18 @@ class ResourceSpace:
                     )
                 )
             if run is not current_run:
+                if current_run is not None:
+                    out.append((len(current), current_run, current))
                 current = []
                 current_run = run
-                out.append((run, current))
             ids = run.local_ids
             if stride == 1:
                 current.append(intern(ids[offset : offset + block]))
             else:
                 for j in range(stride):
                     current.append(intern(ids[offset + j : offset + block : stride]))
+        if current_run is not None:
+            out.append((len(current), current_run, current))
         return out
 
 

@@ -119,8 +119,7 @@ class Packed:
                 f"are {valid}",
                 path="end",
             )
-        groups = space.packed(self.start, self.end, self.per_process, self.stride)
-        return [(len(ids), run, ids) for run, ids in groups]
+        return space.packed(self.start, self.end, self.per_process, self.stride)
 
     def place(
         self,
