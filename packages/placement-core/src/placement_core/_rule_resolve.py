@@ -79,7 +79,7 @@ def resolve_rule(rule: Rule, space: ResourceSpace, *, stride: int = 1) -> list[E
             share = num_processes // num_resources
             for run, singles in space.single_runs(first, last):
                 if share == 1:
-                    entries.append((len(singles), run, list(singles)))
+                    entries.append((len(singles), run, singles))
                 else:
                     entries.extend((share, run, ids) for ids in singles)
         else:

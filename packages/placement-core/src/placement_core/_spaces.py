@@ -107,7 +107,7 @@ class ResourceSpace:
         last = self.runs[-1] if self.runs else None
         self.size = last.start + len(last.local_ids) if last else 0
         self._ids: dict[tuple[int, ...], tuple[int, ...]] = {}
-        self._singles: dict[int, tuple[tuple[int, ...], ...]] = {}
+        self._singles: dict[tuple[int, int, int], list[tuple[int, ...]]] = {}
 
     def __repr__(self) -> str:
         return f"ResourceSpace(groups={self.groups!r}, size={self.size}, runs={len(self.runs)})"
@@ -147,23 +147,24 @@ class ResourceSpace:
 
     def single_runs(
         self, first: int, last: int
-    ) -> Iterator[tuple[SpaceRun, tuple[tuple[int, ...], ...]]]:
-        """Resources ``first .. last`` as ``(run, ((local_id,), ...))`` per run, in order.
+    ) -> Iterator[tuple[SpaceRun, list[tuple[int, ...]]]]:
+        """Resources ``first .. last`` as ``(run, [(local_id,), ...])`` per run, in order.
 
-        The one-id tuples are shared by every caller of this space.
+        The lists (and their one-id tuples) are shared by every caller of this space and
+        by every run with the same ids: callers must not change them.
         """
         index = bisect_right(self._starts, first) - 1
         runs = self.runs
         position = first
         while position <= last:
             run = runs[index]
-            singles = self._singles.get(id(run.local_ids))
-            if singles is None:
-                singles = tuple(self.intern((i,)) for i in run.local_ids)
-                self._singles[id(run.local_ids)] = singles
             begin = position - run.start
             end = min(len(run.local_ids), last - run.start + 1)
-            yield run, singles[begin:end]
+            key = (id(run.local_ids), begin, end)
+            singles = self._singles.get(key)
+            if singles is None:
+                singles = self._singles[key] = [self.intern((i,)) for i in run.local_ids[begin:end]]
+            yield run, singles
             position = run.start + end
             index += 1
 
