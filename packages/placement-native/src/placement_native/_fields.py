@@ -78,6 +78,8 @@ class SnapshotField:
             of a nested struct); none for a field no C member holds.
         part: The stretch of the C entry those members lie in: ``identity`` (between
             ``name`` and ``has_handle``) or ``state``.
+        guard: A member (of the same stretch) that is 0 where the field was not read:
+            then the field has its ``absent`` value, and nothing is decoded.
         decode: ``decode(entry, *members)`` (``Entry``), the value from its members as
             ``struct`` unpacks them; None takes the one member as it is.
         pynvml: The nvidia-ml-py backend's query (a method of its reader) that fills it;
@@ -92,6 +94,7 @@ class SnapshotField:
     encode: Callable[[Any], Any] | None = None
     members: tuple[str, ...] = ()
     part: Literal["identity", "state"] = "state"
+    guard: str | None = None
     decode: Decode | None = None
     pynvml: str | None = None
     convert: Callable[[Any], Any] | None = None
@@ -120,17 +123,11 @@ def _text(entry: Entry, raw: bytes) -> str | None:
     return raw.partition(b"\0")[0].decode("utf-8", "replace") or None
 
 
-def _if_read(entry: Entry, read: int, value: int) -> int | None:
-    return value if read else None
-
-
 def _unless_negative(entry: Entry, value: int) -> int | None:
     return value if value >= 0 else None
 
 
-def _cpulist(entry: Entry, has_mask: int, words: bytes) -> str | None:
-    if not has_mask:
-        return None
+def _cpulist(entry: Entry, words: bytes) -> str | None:
     return _host.cpulist_from_mask(int.from_bytes(words, _BYTEORDER)) or None
 
 
@@ -142,8 +139,8 @@ def _flag(entry: Entry, value: int) -> bool:
     return bool(value)
 
 
-def _mig_table(entry: Entry, count: int) -> list[Any] | tuple[()]:
-    return entry.migs(count) if count else ()
+def _mig_table(entry: Entry, count: int) -> list[Any]:
+    return entry.migs(count)
 
 
 def _peers(entry: Entry, links: bytes) -> tuple[tuple[int, int], ...]:
@@ -153,15 +150,13 @@ def _peers(entry: Entry, links: bytes) -> tuple[tuple[int, int], ...]:
     return tuple((j, n) for j, n in enumerate(memoryview(links).cast("I")) if n)
 
 
-def _failure(entry: Entry, code: int, function: bytes) -> NVMLError | None:
-    if code == 0:
-        return None
+def _failure(entry: Entry, code: int, function: bytes) -> NVMLError:
     name = function.partition(b"\0")[0].decode("utf-8", "replace") or "?"
     return nvml_error(code, name, f"GPU {entry.index}")
 
 
-def _listed(entry: Entry, read: int, first: int, count: int) -> list[tuple[int, int | None]] | None:
-    return entry.processes[first : first + count] if read else None
+def _listed(entry: Entry, first: int, count: int) -> list[tuple[int, int | None]]:
+    return entry.processes[first : first + count]
 
 
 def fabric_record(
@@ -184,16 +179,8 @@ def fabric_record(
 
 
 def _fabric(
-    entry: Entry,
-    has_fabric: int,
-    cluster_uuid: bytes,
-    status: int,
-    clique_id: int,
-    state: int,
-    health_mask: int,
-) -> Fabric | None:
-    if not has_fabric:
-        return None
+    entry: Entry, cluster_uuid: bytes, status: int, clique_id: int, state: int, health_mask: int
+) -> Fabric:
     return fabric_record(cluster_uuid, clique_id, state, status, health_mask)
 
 
@@ -233,7 +220,6 @@ def _mig_records(migs: Any) -> tuple[MigInstance, ...]:
 
 
 _FABRIC_MEMBERS = (
-    "has_fabric",
     "fabric_cluster_uuid",
     "fabric_status",
     "fabric_clique_id",
@@ -249,9 +235,7 @@ ACCELERATOR_FIELDS: tuple[SnapshotField, ...] = (
     SnapshotField(
         "pci_bus_id", members=("pci_bus_id",), part="identity", decode=_text, pynvml="pci_bus_id"
     ),
-    SnapshotField(
-        "memory_bytes", members=("has_memory", "memory_total"), decode=_if_read, pynvml="memory"
-    ),
+    SnapshotField("memory_bytes", members=("memory_total",), guard="has_memory", pynvml="memory"),
     SnapshotField(
         "numa_node",
         members=("numa_node",),
@@ -261,8 +245,9 @@ ACCELERATOR_FIELDS: tuple[SnapshotField, ...] = (
     ),
     SnapshotField(
         "cpu_affinity",
-        members=("has_cpu_affinity", "cpu_affinity"),
+        members=("cpu_affinity",),
         part="identity",
+        guard="has_cpu_affinity",
         decode=_cpulist,
         pynvml="numa_and_cpus",
     ),
@@ -287,6 +272,7 @@ ACCELERATOR_FIELDS: tuple[SnapshotField, ...] = (
         absent=(),
         encode=_records_json,
         members=("mig_count",),
+        guard="mig_count",
         decode=_mig_table,
         pynvml="mig_and_processes",
         convert=_mig_records,
@@ -311,19 +297,21 @@ ACCELERATOR_FIELDS: tuple[SnapshotField, ...] = (
     SnapshotField(
         "error",
         members=("error.code", "error.function"),
+        guard="error.code",
         decode=_failure,
         convert=_error_text,
     ),
     SnapshotField(
         "memory_used_bytes",
-        members=("has_memory", "memory_used"),
-        decode=_if_read,
+        members=("memory_used",),
+        guard="has_memory",
         pynvml="memory",
     ),
     SnapshotField(
         "processes",
         encode=_records_json,
-        members=("procs.read", "procs.first", "procs.count"),
+        members=("procs.first", "procs.count"),
+        guard="procs.read",
         decode=_listed,
         pynvml="mig_and_processes",
         convert=process_records,
@@ -333,6 +321,7 @@ ACCELERATOR_FIELDS: tuple[SnapshotField, ...] = (
         encode=_fabric_json,
         members=_FABRIC_MEMBERS,
         part="identity",
+        guard="has_fabric",
         decode=_fabric,
         pynvml="fabric",
     ),

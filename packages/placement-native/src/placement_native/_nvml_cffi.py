@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Callable, Sequence
-from operator import itemgetter
+from collections.abc import Sequence
 from typing import Any, cast
 
-from ._assemble import Assembler, accelerator
+from ._assemble import Assembler, accelerator, make_accelerator
 from ._backend import native_module
-from ._fields import ACCELERATOR_FIELDS, Decode, position
+from ._fields import ACCELERATOR_FIELDS, Decode, absent_values, position
 from ._model import Accelerator
 from ._raw import MAX_MIG, NVML_VALUE_NOT_AVAILABLE, RawGpu, RawMig, RawNode
 from .errors import NVMLError, nvml_error
@@ -57,6 +56,7 @@ _HEAD_FIELDS = (
 _COUNT_FIELDS = ("pair_count", "process_count")
 _PROCESSES = position("processes")
 _ERROR = position("error")
+_NUMA, _CPUS = position("numa_node"), position("cpu_affinity")
 _MIGS = position("mig_instances")
 
 
@@ -91,27 +91,31 @@ def _struct(
     return struct.Struct("".join(parts)), {path: k for k, (_, _, path) in enumerate(members)}
 
 
-Row = tuple[Decode | None, Callable[[tuple[Any, ...]], Any]]
+# A field as the layout decodes it: its row in the table, where its guard is in what the
+# struct unpacks (None: it has none), its decode, and where its members' values are there
+# (an index where there is no decode, else a slice: a field's members are adjacent).
+Row = tuple[int, int | None, Decode | None, int | slice]
 
 
-def _rows(places: dict[str, int], part: str) -> tuple[tuple[int, ...], tuple[Row, ...]]:
-    """The rows of ``ACCELERATOR_FIELDS`` decoded from ``part`` of the entry: their positions
-    in the table, and for each its decode with the getter of its members' values (one value
-    where there is no decode, else a tuple)."""
-    positions, rows = [], []
+def _rows(places: dict[str, int], part: str) -> tuple[Row, ...]:
+    """The fields of ``ACCELERATOR_FIELDS`` decoded from ``part`` of the entry."""
+    rows: list[Row] = []
     for k, f in enumerate(ACCELERATOR_FIELDS):
         if not f.members or f.part != part:
             continue
-        at = [places[m] for m in f.members]
-        if f.decode is None:
-            (only,) = at
-            rows.append((None, itemgetter(only)))
-        elif at == list(range(at[0], at[0] + len(at))):
-            rows.append((f.decode, itemgetter(slice(at[0], at[0] + len(at)))))
-        else:
-            rows.append((f.decode, itemgetter(*at)))
-        positions.append(k)
-    return tuple(positions), tuple(rows)
+        first, last = places[f.members[0]], places[f.members[-1]]
+        at = first if f.decode is None else slice(first, last + 1)
+        rows.append((k, None if f.guard is None else places[f.guard], f.decode, at))
+    return tuple(rows)
+
+
+def _members(part: str, frame: tuple[str, ...]) -> list[str]:
+    """The members of ``pn_nvml_gpu`` that ``part`` of the entry is decoded from."""
+    found = [*frame]
+    for f in ACCELERATOR_FIELDS:
+        if f.part == part and f.members:
+            found += [*f.members, *([] if f.guard is None else [f.guard])]
+    return found
 
 
 class _Layout:
@@ -121,25 +125,16 @@ class _Layout:
         gpu = "pn_nvml_gpu"
         self.identity_start = ffi.offsetof(gpu, "name")
         self.identity_end = ffi.offsetof(gpu, "has_handle")
-        members = {
-            part: [m for f in ACCELERATOR_FIELDS if f.part == part for m in f.members]
-            for part in ("identity", "state")
-        }
         self.identity, places = _struct(
-            ffi, gpu, [*members["identity"], *_FRAME_IDENTITY], self.identity_start
+            ffi, gpu, _members("identity", _FRAME_IDENTITY), self.identity_start
         )
-        self.identity_positions, self.identity_rows = _rows(places, "identity")
+        self.identity_rows = _rows(places, "identity")
         self.mig_slots = places["mig_slots"]
-        self.gpu, places = _struct(ffi, gpu, [*members["state"], *_FRAME_STATE], 0)
-        self.state_positions, self.state_rows = _rows(places, "state")
+        self.gpu, places = _struct(ffi, gpu, _members("state", _FRAME_STATE), 0)
+        self.state_rows = _rows(places, "state")
         self.process_total, self.index = places["procs.total"], places["index"]
-        # The table's order from (identity values, state values, the absent values of the
-        # fields no member holds), and the conversions of what the checks look at.
-        held = {*self.identity_positions, *self.state_positions}
-        free = [k for k in range(len(ACCELERATOR_FIELDS)) if k not in held]
-        order = [*self.identity_positions, *self.state_positions, *free]
-        self.free = tuple(ACCELERATOR_FIELDS[k].absent for k in free)
-        self.order = itemgetter(*[order.index(k) for k in range(len(ACCELERATOR_FIELDS))])
+        # The conversions of what the checks look at (a field's absent value converts to
+        # itself: it is left as it is).
         self.converts = tuple(
             (k, f.convert, f.absent) for k, f in enumerate(ACCELERATOR_FIELDS) if f.convert
         )
@@ -338,37 +333,33 @@ class CffiReader:
         return self._last_pairs[1]
 
     def _identity(self, entry: _Entry, raw: bytes, layout: _Layout) -> tuple[tuple[Any, ...], int]:
-        """What a GPU is (its identity fields' values, in the layout's order) and its MIG
-        slot count, from its identity bytes: the last read's while the bytes are the same."""
-        known = self._identities.get(entry.index)
-        if known is not None and known[0] == raw:
-            return known[1], known[2]
-        values = layout.identity.unpack_from(raw)
-        identity = tuple(
-            [
-                get(values) if decode is None else decode(entry, *get(values))
-                for decode, get in layout.identity_rows
-            ]
-        )
-        mig_slots: int = values[layout.mig_slots]
-        self._identities[entry.index] = (raw, identity, mig_slots)
-        return identity, mig_slots
+        """What a GPU is, from its identity bytes: every field's value in table order (the
+        identity fields', the others absent) and its MIG slot count, kept per GPU with its
+        bytes."""
+        unpacked = layout.identity.unpack_from(raw)
+        values = absent_values()
+        _decode(entry, unpacked, layout.identity_rows, values)
+        mig_slots: int = unpacked[layout.mig_slots]
+        self._identities[entry.index] = (raw, tuple(values), mig_slots)
+        return tuple(values), mig_slots
 
     def _gpu(self, entry: _Entry, raw: bytes, sysfs: str, layout: _Layout) -> RawGpu | Accelerator:
         """A GPU decoded from its entry's bytes: its Accelerator when nothing about it is
         left to check, else its RawGpu."""
         state = layout.gpu.unpack_from(raw)
         entry.index = state[layout.index]
-        identity, mig_slots = self._identity(
-            entry, raw[layout.identity_start : layout.identity_end], layout
-        )
-        decoded = tuple(
-            [
-                get(state) if decode is None else decode(entry, *get(state))
-                for decode, get in layout.state_rows
-            ]
-        )
-        values = list(layout.order(identity + decoded + layout.free))
+        # What it is: the last read's while its identity bytes are the same (checked here,
+        # not in a call: this runs for every GPU whose entry changed).
+        raw_identity = raw[layout.identity_start : layout.identity_end]
+        known = self._identities.get(entry.index)
+        if known is not None and known[0] == raw_identity:
+            identity, mig_slots = known[1], known[2]
+        else:
+            identity, mig_slots = self._identity(entry, raw_identity, layout)
+        values = list(identity)
+        for k, guard, decode, at in layout.state_rows:  # _decode, inline for the same reason
+            if guard is None or state[guard]:
+                values[k] = state[at] if decode is None else decode(entry, *state[at])
         listed, total = values[_PROCESSES], state[layout.process_total]
         if (
             values[_ERROR] is None
@@ -380,8 +371,21 @@ class CffiReader:
                 value = values[k]
                 if value is not absent:
                     values[k] = convert(value)
-            made = accelerator(values, sysfs)
+            if values[_NUMA] is None or values[_CPUS] is None:
+                made = accelerator(values, sysfs)  # from sysfs where NVML could not tell
+            else:
+                made = make_accelerator(*values)
             self._made[entry.position] = (raw, sysfs, entry.processes, made)
             return made
         self._made.pop(entry.position, None)
         return RawGpu(values, mig_slots, total)
+
+
+def _decode(
+    entry: _Entry, unpacked: tuple[Any, ...], rows: tuple[Row, ...], values: list[Any]
+) -> None:
+    """Set ``values`` (in table order) of the fields ``rows``, from what their part of the
+    entry unpacked to; a field whose guard is 0 keeps the value it has (its absent one)."""
+    for k, guard, decode, at in rows:
+        if guard is None or unpacked[guard]:
+            values[k] = unpacked[at] if decode is None else decode(entry, *unpacked[at])
