@@ -87,7 +87,7 @@ class Assembler:
             _host.choose_ip(raw.route_ip, raw.hostname),
             raw.cpus,
             raw.numa_nodes,
-            tuple([self._accelerator(g, sysfs) for g in raw.gpus]),
+            tuple([g if type(g) is Accelerator else self._accelerator(g, sysfs) for g in raw.gpus]),
             self._links(raw),
             raw.driver,
             source,

@@ -7,7 +7,8 @@ with the field:
   carries it and how it is written there, and the value it has where nothing was read;
 - the compiled backend: the members of the C struct ``pn_nvml_gpu`` it comes from, which
   stretch of the entry they lie in (``identity``: what the GPU is, decoded only when those
-  bytes change; ``state``: what it is doing) and how they decode;
+  bytes change; ``state``: what it is doing), the member that says whether it was read at
+  all (``guard``) and how they decode;
 - the nvidia-ml-py backend: the query of its reader that fills it. Rows that name one query
   take its values in table order, and the queries run in the order the table first names
   them, which is the order of the C calls (``read_gpu`` in ``nvml_snapshot.c``);
@@ -76,8 +77,9 @@ class SnapshotField:
         encode: How the JSON writer writes a value that is not None (None: as it is).
         members: The members of ``pn_nvml_gpu`` it is decoded from (``a.b`` for a member
             of a nested struct); none for a field no C member holds.
-        part: The stretch of the C entry those members lie in: ``identity`` (between
-            ``name`` and ``has_handle``) or ``state``.
+        part: The stretch of the C entry those members lie in: ``identity`` (before
+            ``has_handle``: what the GPU is) or ``state`` (from ``has_handle``: what it is
+            doing, and what failed).
         guard: A member (of the same stretch) that is 0 where the field was not read:
             then the field has its ``absent`` value, and nothing is decoded.
         decode: ``decode(entry, *members)`` (``Entry``), the value from its members as
@@ -228,7 +230,7 @@ _FABRIC_MEMBERS = (
 )
 
 ACCELERATOR_FIELDS: tuple[SnapshotField, ...] = (
-    SnapshotField("index", absent=0, members=("index",)),
+    SnapshotField("index", absent=0, members=("index",), part="identity"),
     SnapshotField("type", absent="nvidia"),
     SnapshotField("model", members=("name",), part="identity", decode=_text, pynvml="name"),
     SnapshotField("uuid", members=("uuid",), part="identity", decode=_text, pynvml="uuid"),

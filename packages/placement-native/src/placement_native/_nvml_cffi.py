@@ -55,7 +55,7 @@ _HEAD_FIELDS = (
 )
 _COUNT_FIELDS = ("pair_count", "process_count")
 _PROCESSES = position("processes")
-_ERROR = position("error")
+_ERROR, _INDEX = position("error"), position("index")
 _NUMA, _CPUS = position("numa_node"), position("cpu_affinity")
 _MIGS = position("mig_instances")
 
@@ -123,7 +123,7 @@ class _Layout:
 
     def __init__(self, ffi: Any) -> None:
         gpu = "pn_nvml_gpu"
-        self.identity_start = ffi.offsetof(gpu, "name")
+        self.identity_start = 0
         self.identity_end = ffi.offsetof(gpu, "has_handle")
         self.identity, places = _struct(
             ffi, gpu, _members("identity", _FRAME_IDENTITY), self.identity_start
@@ -132,11 +132,13 @@ class _Layout:
         self.mig_slots = places["mig_slots"]
         self.gpu, places = _struct(ffi, gpu, _members("state", _FRAME_STATE), 0)
         self.state_rows = _rows(places, "state")
-        self.process_total, self.index = places["procs.total"], places["index"]
+        self.process_total = places["procs.total"]
         # The conversions of what the checks look at (a field's absent value converts to
         # itself: it is left as it is).
-        self.converts = tuple(
-            (k, f.convert, f.absent) for k, f in enumerate(ACCELERATOR_FIELDS) if f.convert
+        self.fast_converts = tuple(
+            (k, f.convert, f.absent)
+            for k, f in enumerate(ACCELERATOR_FIELDS)
+            if f.convert and k not in (_ERROR, _MIGS)  # absent where a GPU is made here
         )
         self._snapshot(ffi)
         self.ffi = ffi
@@ -340,23 +342,23 @@ class CffiReader:
         values = absent_values()
         _decode(entry, unpacked, layout.identity_rows, values)
         mig_slots: int = unpacked[layout.mig_slots]
-        self._identities[entry.index] = (raw, tuple(values), mig_slots)
+        self._identities[entry.position] = (raw, tuple(values), mig_slots)
         return tuple(values), mig_slots
 
     def _gpu(self, entry: _Entry, raw: bytes, sysfs: str, layout: _Layout) -> RawGpu | Accelerator:
         """A GPU decoded from its entry's bytes: its Accelerator when nothing about it is
         left to check, else its RawGpu."""
         state = layout.gpu.unpack_from(raw)
-        entry.index = state[layout.index]
         # What it is: the last read's while its identity bytes are the same (checked here,
         # not in a call: this runs for every GPU whose entry changed).
-        raw_identity = raw[layout.identity_start : layout.identity_end]
-        known = self._identities.get(entry.index)
+        raw_identity = raw[: layout.identity_end]
+        known = self._identities.get(entry.position)
         if known is not None and known[0] == raw_identity:
             identity, mig_slots = known[1], known[2]
         else:
             identity, mig_slots = self._identity(entry, raw_identity, layout)
         values = list(identity)
+        entry.index = values[_INDEX]
         for k, guard, decode, at in layout.state_rows:  # _decode, inline for the same reason
             if guard is None or state[guard]:
                 values[k] = state[at] if decode is None else decode(entry, *state[at])
@@ -367,7 +369,7 @@ class CffiReader:
             and mig_slots <= MAX_MIG
             and (listed is None or total <= len(listed))
         ):
-            for k, convert, absent in layout.converts:
+            for k, convert, absent in layout.fast_converts:
                 value = values[k]
                 if value is not absent:
                     values[k] = convert(value)
