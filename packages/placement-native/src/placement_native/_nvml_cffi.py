@@ -37,9 +37,10 @@ NVML_ERROR_LIBRARY_NOT_FOUND = 12
 __all__ = ["CffiReader"]
 
 # Members of pn_nvml_gpu the reader itself looks at, beside the fields': what it checks
-# before a GPU becomes its record (``check_limits``' MIG slots and process count).
+# before a GPU becomes its record (``check_limits``' MIG slots and process count), and
+# where the GPU's processes start in the process table (which the entry does not hold).
 _FRAME_IDENTITY = ("mig_slots",)
-_FRAME_STATE = ("procs.total",)
+_FRAME_STATE = ("procs.total", "procs.first")
 # The fields of pn_nvml_snapshot before its GPU entries, and its counts.
 _HEAD_FIELDS = (
     "host.hostname",
@@ -123,16 +124,14 @@ class _Layout:
 
     def __init__(self, ffi: Any) -> None:
         gpu = "pn_nvml_gpu"
-        self.identity_start = 0
+        # What the GPU is: the entry's bytes before has_handle; what it is doing: after.
         self.identity_end = ffi.offsetof(gpu, "has_handle")
-        self.identity, places = _struct(
-            ffi, gpu, _members("identity", _FRAME_IDENTITY), self.identity_start
-        )
+        self.identity, places = _struct(ffi, gpu, _members("identity", _FRAME_IDENTITY), 0)
         self.identity_rows = _rows(places, "identity")
         self.mig_slots = places["mig_slots"]
         self.gpu, places = _struct(ffi, gpu, _members("state", _FRAME_STATE), 0)
         self.state_rows = _rows(places, "state")
-        self.process_total = places["procs.total"]
+        self.process_total, self.process_first = places["procs.total"], places["procs.first"]
         # The conversions of what the checks look at (a field's absent value converts to
         # itself: it is left as it is).
         self.fast_converts = tuple(
@@ -202,9 +201,10 @@ class _Entry:
         return [_mig(self.ffi, table[k], self.index, self.processes) for k in range(count)]
 
 
-# What a position made last: from which entry bytes, sysfs and process table, and the
+# What a position made last: from which entry bytes, sysfs and process table, the stretch
+# of that table that was its own and the (pid, memory) list found there, and the
 # Accelerator.
-_Made = tuple[bytes, str, list[tuple[int, int | None]], Accelerator]
+_Made = tuple[bytes, str, list[tuple[int, int | None]], slice | None, list[Any] | None, Accelerator]
 
 
 class CffiReader:
@@ -272,9 +272,11 @@ class CffiReader:
             at = start + i * size
             raw = buffer[at : at + end]
             last = made.get(i)
-            if last is not None and last[0] == raw and last[1] == sysfs and last[2] is processes:
-                gpus.append(last[3])
-                continue
+            if last is not None and last[0] == raw and last[1] == sysfs:
+                own = last[3]
+                if last[2] is processes or own is None or processes[own] == last[4]:
+                    gpus.append(last[5])
+                    continue
             entry.position = i
             gpus.append(self._gpu(entry, raw, sysfs, layout))
         node.pairs = self._pairs(buffer, pair_count, layout)
@@ -377,7 +379,11 @@ class CffiReader:
                 made = accelerator(values, sysfs)  # from sysfs where NVML could not tell
             else:
                 made = make_accelerator(*values)
-            self._made[entry.position] = (raw, sysfs, entry.processes, made)
+            own = None  # the stretch of the process table that was this GPU's
+            if listed is not None:
+                first = state[layout.process_first]
+                own = slice(first, first + len(listed))
+            self._made[entry.position] = (raw, sysfs, entry.processes, own, listed, made)
             return made
         self._made.pop(entry.position, None)
         return RawGpu(values, mig_slots, total)
