@@ -27,6 +27,7 @@ import sys
 import uuid as _uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import starmap
 from operator import attrgetter
 from typing import Any, Literal, Protocol
 
@@ -195,8 +196,7 @@ def process_records(listed: list[tuple[int, int | None]] | None) -> tuple[Proces
     """The Process records of a device's (pid, used memory) list; None stays None."""
     if listed is None:
         return None
-    make = _make_process
-    return tuple([make(pid, used) for pid, used in listed])
+    return tuple(starmap(_make_process, listed))
 
 
 def _error_text(error: NVMLError | None) -> str | None:

@@ -201,10 +201,11 @@ class _Entry:
         return [_mig(self.ffi, table[k], self.index, self.processes) for k in range(count)]
 
 
-# What a position made last: from which entry bytes, sysfs and process table, the stretch
-# of that table that was its own and the (pid, memory) list found there, and the
-# Accelerator.
-_Made = tuple[bytes, str, list[tuple[int, int | None]], slice | None, list[Any] | None, Accelerator]
+# What a position made last: from which entry bytes, sysfs and process table, the
+# (pid, memory) list that was its own there, and the Accelerator.
+_Made = tuple[
+    bytes, str, list[tuple[int, int | None]], list[tuple[int, int | None]] | None, Accelerator
+]
 
 
 class CffiReader:
@@ -272,11 +273,14 @@ class CffiReader:
             at = start + i * size
             raw = buffer[at : at + end]
             last = made.get(i)
-            if last is not None and last[0] == raw and last[1] == sysfs:
-                own = last[3]
-                if last[2] is processes or own is None or processes[own] == last[4]:
-                    gpus.append(last[5])
-                    continue
+            if (
+                last is not None
+                and last[0] == raw
+                and last[1] == sysfs
+                and (last[2] is processes or self._same_processes(raw, processes, last[3], layout))
+            ):
+                gpus.append(last[4])
+                continue
             entry.position = i
             gpus.append(self._gpu(entry, raw, sysfs, layout))
         node.pairs = self._pairs(buffer, pair_count, layout)
@@ -336,6 +340,20 @@ class CffiReader:
             self._last_pairs = (raw, memoryview(raw).cast("i").tolist())
         return self._last_pairs[1]
 
+    @staticmethod
+    def _same_processes(
+        raw: bytes,
+        processes: list[tuple[int, int | None]],
+        listed: list[tuple[int, int | None]] | None,
+        layout: _Layout,
+    ) -> bool:
+        """Whether a GPU entry (the same bytes as last read's) finds the processes it
+        listed then in this read's process table, which changed."""
+        if listed is None:
+            return True
+        first = layout.gpu.unpack_from(raw)[layout.process_first]
+        return processes[first : first + len(listed)] == listed
+
     def _identity(self, entry: _Entry, raw: bytes, layout: _Layout) -> tuple[tuple[Any, ...], int]:
         """What a GPU is, from its identity bytes: every field's value in table order (the
         identity fields', the others absent) and its MIG slot count, kept per GPU with its
@@ -379,11 +397,7 @@ class CffiReader:
                 made = accelerator(values, sysfs)  # from sysfs where NVML could not tell
             else:
                 made = make_accelerator(*values)
-            own = None  # the stretch of the process table that was this GPU's
-            if listed is not None:
-                first = state[layout.process_first]
-                own = slice(first, first + len(listed))
-            self._made[entry.position] = (raw, sysfs, entry.processes, own, listed, made)
+            self._made[entry.position] = (raw, sysfs, entry.processes, listed, made)
             return made
         self._made.pop(entry.position, None)
         return RawGpu(values, mig_slots, total)
