@@ -29,7 +29,7 @@ _make_snapshot = record_maker(NodeSnapshot)
 
 _CPULISTS_KEPT = 64
 _BUS, _NUMA, _CPUS = position("pci_bus_id"), position("numa_node"), position("cpu_affinity")
-_MIGS, _PROCESSES = position("mig_instances"), position("processes")
+_MIGS, _PROCESSES, _ERROR = position("mig_instances"), position("processes"), position("error")
 _CONVERTS = tuple(f.convert for f in ACCELERATOR_FIELDS)
 
 
@@ -106,6 +106,7 @@ class Assembler:
     def _accelerator(self, gpu: RawGpu | Accelerator, sysfs: str | None) -> Accelerator:
         if isinstance(gpu, Accelerator):  # made by the backend: nothing was left to check
             return gpu
+        gpu.values[_ERROR] = gpu.error
         values = [
             value if convert is None else convert(value)
             for value, convert in zip(gpu.values, _CONVERTS, strict=True)

@@ -400,7 +400,7 @@ class CffiReader:
             self._made[entry.position] = (raw, sysfs, entry.processes, listed, made)
             return made
         self._made.pop(entry.position, None)
-        return RawGpu(values, mig_slots, total)
+        return RawGpu(values, values[_ERROR], mig_slots, total)
 
 
 def _decode(

@@ -84,7 +84,6 @@ class RawMig:
 
 
 _INDEX = position("index")
-_ERROR = position("error")
 _MIGS = position("mig_instances")
 _PROCESSES = position("processes")
 
@@ -97,13 +96,16 @@ class RawGpu:
 
     Attributes:
         values: One per row, in table order (``RawGpu.absent`` starts from the rows'
-            ``absent`` values).
+            ``absent`` values); the error's place is ``error``'s when the record is made.
+        error: Its first failure, or None: kept apart from ``values`` because the readers
+            and the checks look at it after every query.
         mig_slots: What nvmlDeviceGetMaxMigDeviceCount answered (MIG mode only).
         process_total: NVML's process count: above the processes listed when the node ran
             out of room.
     """
 
     values: list[Any]
+    error: NVMLError | None = None
     mig_slots: int = 0
     process_total: int = 0
 
@@ -111,24 +113,14 @@ class RawGpu:
     def absent(cls, index: int, error: NVMLError | None = None) -> RawGpu:
         """GPU ``index`` with nothing read but its error."""
         values = absent_values()
-        values[_INDEX], values[_ERROR] = index, error
-        return cls(values)
+        values[_INDEX] = index
+        return cls(values, error)
 
     @property
     def index(self) -> int:
         """Its NVML index."""
         index: int = self.values[_INDEX]
         return index
-
-    @property
-    def error(self) -> NVMLError | None:
-        """Its first failure, or None."""
-        error: NVMLError | None = self.values[_ERROR]
-        return error
-
-    @error.setter
-    def error(self, error: NVMLError | None) -> None:
-        self.values[_ERROR] = error
 
     @property
     def migs(self) -> Sequence[RawMig]:
