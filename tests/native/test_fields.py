@@ -105,3 +105,10 @@ def test_a_query_fills_its_rows_in_table_order() -> None:
     names = [f.name for f in ACCELERATOR_FIELDS]
     assert [names[k] for k in rows["memory"]] == ["memory_bytes", "memory_used_bytes"]
     assert [names[k] for k in rows["mig_and_processes"]] == ["mig", "mig_instances", "processes"]
+
+
+def test_a_conversion_leaves_an_absent_value_as_it_is() -> None:
+    """Readers skip converting a field that was not read."""
+    for f in ACCELERATOR_FIELDS:
+        if f.convert is not None:
+            assert f.convert(f.absent) == f.absent, f.name

@@ -30,7 +30,7 @@ _make_snapshot = record_maker(NodeSnapshot)
 _CPULISTS_KEPT = 64
 _BUS, _NUMA, _CPUS = position("pci_bus_id"), position("numa_node"), position("cpu_affinity")
 _MIGS, _PROCESSES, _ERROR = position("mig_instances"), position("processes"), position("error")
-_CONVERTS = tuple(f.convert for f in ACCELERATOR_FIELDS)
+_CONVERTS = tuple((k, f.convert, f.absent) for k, f in enumerate(ACCELERATOR_FIELDS) if f.convert)
 
 
 def accelerator(values: list[Any], sysfs: str | None) -> Accelerator:
@@ -106,11 +106,12 @@ class Assembler:
     def _accelerator(self, gpu: RawGpu | Accelerator, sysfs: str | None) -> Accelerator:
         if isinstance(gpu, Accelerator):  # made by the backend: nothing was left to check
             return gpu
-        gpu.values[_ERROR] = gpu.error
-        values = [
-            value if convert is None else convert(value)
-            for value, convert in zip(gpu.values, _CONVERTS, strict=True)
-        ]
+        values = gpu.values  # used up: the RawGpu is not read again
+        values[_ERROR] = gpu.error
+        for k, convert, absent in _CONVERTS:
+            value = values[k]
+            if value is not absent:  # an absent value converts to itself
+                values[k] = convert(value)
         if values[_MIGS]:
             values[_PROCESSES] = _mig_processes(values[_MIGS])
         return accelerator(values, sysfs)
