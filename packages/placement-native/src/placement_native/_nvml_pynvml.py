@@ -439,14 +439,13 @@ class _Reader:
 
     def mig_and_processes(
         self, dev: Any, gpu: RawGpu, t: _Target
-    ) -> tuple[bool, list[RawMig], list[tuple[int, int | None]] | None]:
+    ) -> tuple[bool, list[RawMig] | tuple[()], list[tuple[int, int | None]] | None]:
         """MIG mode, the MIG devices, and the GPU's processes where it is not in MIG mode
         (as ``read_mig`` then ``read_processes`` in C)."""
         nv = self.nv
-        migs: list[RawMig] = []
         mode = self.query(t, "nvmlDeviceGetMigMode", nv.nvmlDeviceGetMigMode, dev)
-        mig_mode = mode is not ABSENT and int(mode[0]) == NVML_DEVICE_MIG_ENABLE
-        if mig_mode:
+        if mode is not ABSENT and int(mode[0]) == NVML_DEVICE_MIG_ENABLE:
+            migs: list[RawMig] = []
             count = self.query(
                 t, "nvmlDeviceGetMaxMigDeviceCount", nv.nvmlDeviceGetMaxMigDeviceCount, dev
             )
@@ -456,9 +455,9 @@ class _Reader:
             return True, migs, None
         listed = self.processes(dev, t)
         if listed is None:
-            return False, migs, None
+            return False, (), None
         gpu.process_total = listed[1]
-        return False, migs, listed[0]
+        return False, (), listed[0]
 
     def mig_devices(self, dev: Any, slots: int, migs: list[RawMig], t: _Target) -> None:
         """The MIG devices of a GPU in MIG mode, slot by slot (as ``read_mig`` in C)."""
