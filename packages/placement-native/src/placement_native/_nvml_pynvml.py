@@ -288,8 +288,9 @@ class _Reader:
     """One snapshot's worth of pynvml calls.
 
     A GPU is read by the queries ``ACCELERATOR_FIELDS`` names (``PYNVML_QUERIES``), each a
-    method here that answers the values of the rows naming it (in table order), or None to
-    leave them absent; they run in the order of the C calls.
+    method here that answers the value of the one field naming it, or the values of the
+    fields naming it (a tuple, in table order) or None to leave them absent; they run in
+    the order of the C calls.
     """
 
     def __init__(self, nv: Any, cpulist: Callable[[int | None], str | None]) -> None:
@@ -305,7 +306,10 @@ class _Reader:
                 continue
             self.process_function = (symbol, function, _ProcessInfoV2 if v2 else _ProcessInfoV1)
             break
-        self.queries = tuple((getattr(self, name), rows) for name, rows in PYNVML_QUERIES)
+        self.queries = tuple(
+            (getattr(self, name), rows[0] if len(rows) == 1 else None, rows)
+            for name, rows in PYNVML_QUERIES
+        )
 
     def gpu(self, index: int) -> tuple[RawGpu, Any]:
         """GPU ``index`` and its handle (None where it has none, or was lost)."""
@@ -318,31 +322,37 @@ class _Reader:
         if dev is ABSENT:
             return gpu, None
         values = gpu.values
-        for read, rows in self.queries:
+        for read, row, rows in self.queries:
             got = read(dev, gpu, t)
-            if got is not None:
+            if row is not None:
+                values[row] = got
+            elif got is not None:
                 for k, value in zip(rows, got, strict=True):
                     values[k] = value
         return gpu, (None if t.lost else dev)
 
-    def name(self, dev: Any, gpu: RawGpu, t: _Target) -> tuple[str | None]:
-        return (_opt(_str, self.query(t, "nvmlDeviceGetName", self.nv.nvmlDeviceGetName, dev)),)
+    def name(self, dev: Any, gpu: RawGpu, t: _Target) -> str | None:
+        name: str | None = _opt(
+            _str, self.query(t, "nvmlDeviceGetName", self.nv.nvmlDeviceGetName, dev)
+        )
+        return name
 
-    def uuid(self, dev: Any, gpu: RawGpu, t: _Target) -> tuple[str | None]:
-        return (_opt(_str, self.query(t, "nvmlDeviceGetUUID", self.nv.nvmlDeviceGetUUID, dev)),)
+    def uuid(self, dev: Any, gpu: RawGpu, t: _Target) -> str | None:
+        uuid: str | None = _opt(
+            _str, self.query(t, "nvmlDeviceGetUUID", self.nv.nvmlDeviceGetUUID, dev)
+        )
+        return uuid
 
-    def pci_bus_id(self, dev: Any, gpu: RawGpu, t: _Target) -> tuple[str | None]:
+    def pci_bus_id(self, dev: Any, gpu: RawGpu, t: _Target) -> str | None:
         pci = self.query(t, "nvmlDeviceGetPciInfo_v3", self.nv.nvmlDeviceGetPciInfo_v3, dev)
-        return (None if pci is ABSENT else _bus_id(pci),)
+        return None if pci is ABSENT else _bus_id(pci)
 
-    def compute_capability(
-        self, dev: Any, gpu: RawGpu, t: _Target
-    ) -> tuple[tuple[int, int] | None]:
+    def compute_capability(self, dev: Any, gpu: RawGpu, t: _Target) -> tuple[int, int] | None:
         nv = self.nv
         cc = self.query(
             t, "nvmlDeviceGetCudaComputeCapability", nv.nvmlDeviceGetCudaComputeCapability, dev
         )
-        return (None if cc is ABSENT else (int(cc[0]), int(cc[1])),)
+        return None if cc is ABSENT else (int(cc[0]), int(cc[1]))
 
     def memory(self, dev: Any, gpu: RawGpu | RawMig, t: _Target) -> tuple[int, int] | None:
         """(total, used) memory: nvmlDeviceGetMemoryInfo_v2 where the driver has and
@@ -541,7 +551,7 @@ class _Reader:
             found.append((_bus_id(pci) or "", remote))
         return
 
-    def fabric(self, dev: Any, gpu: RawGpu, t: _Target) -> tuple[Fabric] | None:
+    def fabric(self, dev: Any, gpu: RawGpu, t: _Target) -> Fabric | None:
         """The GPU's NVLink fabric, asked as ``read_fabric`` in C asks: the versioned call
         with struct v3, then v2 on a version mismatch, else the legacy call."""
         nv = self.nv
@@ -560,10 +570,8 @@ class _Reader:
                 return None
             if info.state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
                 return None  # a GPU outside an NVLink fabric: the driver reports none
-            return (
-                fabric_record(
-                    bytes(info.clusterUuid), info.cliqueId, info.state, info.status, info.healthMask
-                ),
+            return fabric_record(
+                bytes(info.clusterUuid), info.cliqueId, info.state, info.status, info.healthMask
             )
         legacy = _FabricInfo()
         done = self.query(
@@ -575,10 +583,8 @@ class _Reader:
         )
         if done is ABSENT or legacy.state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
             return None
-        return (
-            fabric_record(
-                bytes(legacy.clusterUuid), legacy.cliqueId, legacy.state, legacy.status, 0
-            ),
+        return fabric_record(
+            bytes(legacy.clusterUuid), legacy.cliqueId, legacy.state, legacy.status, 0
         )
 
     def pairs(self, node: RawNode, handles: list[Any], links: list[NvLinks]) -> None:
