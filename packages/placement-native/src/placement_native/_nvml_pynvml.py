@@ -306,10 +306,6 @@ class _Reader:
                 continue
             self.process_function = (symbol, function, _ProcessInfoV2 if v2 else _ProcessInfoV1)
             break
-        self.queries = tuple(
-            (getattr(self, name), rows[0] if len(rows) == 1 else None, rows)
-            for name, rows in PYNVML_QUERIES
-        )
 
     def gpu(self, index: int) -> tuple[RawGpu, Any]:
         """GPU ``index`` and its handle (None where it has none, or was lost)."""
@@ -322,8 +318,8 @@ class _Reader:
         if dev is ABSENT:
             return gpu, None
         values = gpu.values
-        for read, row, rows in self.queries:
-            got = read(dev, gpu, t)
+        for read, row, rows in _QUERIES:
+            got = read(self, dev, gpu, t)
             if row is not None:
                 values[row] = got
             elif got is not None:
@@ -605,6 +601,14 @@ class _Reader:
                 if not count and switch_i and switch_j:
                     count = min(switch_i, switch_j)
                 node.pairs += (i, j, level, count, status)
+
+
+# The reader's method for each query of PYNVML_QUERIES, with the one row it fills (None when
+# it fills several) and its rows.
+_QUERIES: tuple[tuple[Callable[..., Any], int | None, tuple[int, ...]], ...] = tuple(
+    (getattr(_Reader, name), rows[0] if len(rows) == 1 else None, rows)
+    for name, rows in PYNVML_QUERIES
+)
 
 
 def _opt(convert: Callable[[Any], Any], value: Any) -> Any:
