@@ -52,10 +52,10 @@ typedef struct {
 } pn_nvml_mig;
 
 typedef struct {
+    /* What the GPU is, from index to fabric_health_mask: the same bytes read after read
+     * while nothing about the GPU changes (the entry is zeroed first, padding included), so
+     * the Python side decodes them once and compares them after. */
     unsigned int index;
-    /* What the GPU is, from name to nvswitch_links: the same bytes read after read while
-     * nothing about the GPU changes (the entry is zeroed first, padding included), so the
-     * Python side decodes them once and compares them after. */
     char name[PN_NVML_STR];
     char uuid[PN_NVML_STR];
     char pci_bus_id[PN_NVML_BUSID];

@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import uuid as _uuid
+from typing import Any
 
 from . import _host
-from ._model import (
-    FABRIC_STATES,
-    Accelerator,
-    Fabric,
-    Link,
-    MigInstance,
-    NodeSnapshot,
-    Process,
-    record_maker,
-)
+from ._fields import ACCELERATOR_FIELDS, position
+from ._model import Accelerator, Link, MigInstance, NodeSnapshot, Process, record_maker
 from ._raw import RawGpu, RawNode
-from .errors import NVML_CODE_NAMES
 
 __all__ = [
     "P2P_NAMES",
     "TOPOLOGY_LEVELS",
     "Assembler",
     "accelerator",
-    "fabric_record",
     "make_accelerator",
-    "process_records",
 ]
 
 # nvmlGpuTopologyLevel_t -> the names nvidia-smi topo -m prints.
@@ -37,107 +26,32 @@ make_accelerator = record_maker(Accelerator)
 """``Accelerator`` from every field's value, positionally in ``ACCELERATOR_FIELDS`` order."""
 _make_link = record_maker(Link)
 _make_snapshot = record_maker(NodeSnapshot)
-_make_process = record_maker(Process)
 
 _CPULISTS_KEPT = 64
+_BUS, _NUMA, _CPUS = position("pci_bus_id"), position("numa_node"), position("cpu_affinity")
+_MIGS, _PROCESSES, _ERROR = position("mig_instances"), position("processes"), position("error")
+_CONVERTS = tuple((k, f.convert, f.absent) for k, f in enumerate(ACCELERATOR_FIELDS) if f.convert)
 
 
-def process_records(listed: list[tuple[int, int | None]] | None) -> tuple[Process, ...] | None:
-    """The Process records of a device's (pid, used memory) list; None stays None."""
-    if listed is None:
-        return None
-    make = _make_process
-    return tuple([make(pid, used) for pid, used in listed])
+def accelerator(values: list[Any], sysfs: str | None) -> Accelerator:
+    """The public record of one GPU from its fields' record values (in ``ACCELERATOR_FIELDS``
+    order; the list is the record's now), its NUMA node and CPUs taken from sysfs where
+    NVML could not tell them."""
+    bus_id = values[_BUS]
+    if (values[_NUMA] is None or values[_CPUS] is None) and bus_id:
+        sys_numa, sys_cpus = _host.pci_sysfs_affinity(bus_id, sysfs)
+        if values[_NUMA] is None:
+            values[_NUMA] = sys_numa
+        if values[_CPUS] is None:
+            values[_CPUS] = sys_cpus
+    return make_accelerator(*values)
 
 
-def _mig(gpu: RawGpu) -> tuple[MigInstance, ...]:
-    return tuple(
-        MigInstance(
-            index=m.slot,
-            uuid=m.uuid,
-            model=m.name,
-            memory_bytes=m.memory_total,
-            gpu_instance_id=m.gpu_instance_id,
-            compute_instance_id=m.compute_instance_id,
-            error=None if m.error is None else str(m.error),
-            memory_used_bytes=m.memory_used,
-            processes=process_records(m.processes),
-        )
-        for m in gpu.migs
-    )
-
-
-def _gpu_processes(gpu: RawGpu, migs: tuple[MigInstance, ...]) -> tuple[Process, ...] | None:
+def _mig_processes(migs: tuple[MigInstance, ...]) -> tuple[Process, ...] | None:
     """The processes of a GPU in MIG mode (which is not asked itself): those of its MIG
     instances; None when none of them was listed."""
     listed = [m.processes for m in migs if m.processes is not None]
     return tuple(p for processes in listed for p in processes) if listed else None
-
-
-def fabric_record(
-    cluster_uuid: bytes, clique_id: int, state: int, status: int, health_mask: int
-) -> Fabric:
-    """The Fabric record of what NVML's fabric info holds (the UUID as its 16 bytes)."""
-    code_name = NVML_CODE_NAMES.get(status)
-    status_name = (
-        f"error_{status}"
-        if code_name is None
-        else code_name.removeprefix("NVML_ERROR_").removeprefix("NVML_").lower()
-    )
-    return Fabric(
-        cluster_uuid=str(_uuid.UUID(bytes=bytes(cluster_uuid))),
-        clique_id=clique_id,
-        state=FABRIC_STATES.get(state, f"state_{state}"),
-        status=status_name,
-        health_mask=health_mask,
-    )
-
-
-def accelerator(
-    index: int,
-    *,
-    error: str | None,
-    name: str | None,
-    uuid: str | None,
-    bus_id: str | None,
-    memory_total: int | None,
-    numa: int | None,
-    cpus: str | None,
-    compute_capability: tuple[int, int] | None,
-    mig_mode: bool,
-    migs: tuple[MigInstance, ...],
-    nvlink_peers: tuple[tuple[int, int], ...],
-    nvswitch_links: int,
-    memory_used: int | None,
-    processes: tuple[Process, ...] | None,
-    fabric: Fabric | None,
-    sysfs: str | None,
-) -> Accelerator:
-    """The public record of one GPU, from what NVML told (its CPUs as ``cpulist_of`` gives
-    them), its NUMA node and CPUs taken from sysfs where NVML could not tell them."""
-    if (numa is None or cpus is None) and bus_id:
-        sys_numa, sys_cpus = _host.pci_sysfs_affinity(bus_id, sysfs)
-        numa = numa if numa is not None else sys_numa
-        cpus = cpus if cpus is not None else sys_cpus
-    return make_accelerator(
-        index,
-        "nvidia",
-        name,
-        uuid,
-        bus_id,
-        memory_total,
-        numa,
-        cpus,
-        compute_capability,
-        mig_mode,
-        migs,
-        nvlink_peers,
-        nvswitch_links,
-        error,
-        memory_used,
-        processes,
-        fabric,
-    )
 
 
 class Assembler:
@@ -173,7 +87,7 @@ class Assembler:
             _host.choose_ip(raw.route_ip, raw.hostname),
             raw.cpus,
             raw.numa_nodes,
-            tuple([self._accelerator(g, sysfs) for g in raw.gpus]),
+            tuple([g if type(g) is Accelerator else self._accelerator(g, sysfs) for g in raw.gpus]),
             self._links(raw),
             raw.driver,
             source,
@@ -192,26 +106,15 @@ class Assembler:
     def _accelerator(self, gpu: RawGpu | Accelerator, sysfs: str | None) -> Accelerator:
         if isinstance(gpu, Accelerator):  # made by the backend: nothing was left to check
             return gpu
-        migs = _mig(gpu) if gpu.migs else ()
-        return accelerator(
-            gpu.index,
-            error=None if gpu.error is None else str(gpu.error),
-            name=gpu.name,
-            uuid=gpu.uuid,
-            bus_id=gpu.pci_bus_id,
-            memory_total=gpu.memory_total,
-            numa=gpu.numa_node,
-            cpus=self.cpulist(gpu.cpu_mask),
-            compute_capability=gpu.compute_capability,
-            mig_mode=gpu.mig_mode,
-            migs=migs,
-            nvlink_peers=tuple(sorted(gpu.nvlink_peers.items())) if gpu.nvlink_peers else (),
-            nvswitch_links=gpu.nvswitch_links,
-            memory_used=gpu.memory_used,
-            processes=_gpu_processes(gpu, migs) if migs else process_records(gpu.processes),
-            fabric=gpu.fabric,
-            sysfs=sysfs,
-        )
+        values = gpu.values  # used up: the RawGpu is not read again
+        values[_ERROR] = gpu.error
+        for k, convert, absent in _CONVERTS:
+            value = values[k]
+            if value is not absent:  # an absent value converts to itself
+                values[k] = convert(value)
+        if values[_MIGS]:
+            values[_PROCESSES] = _mig_processes(values[_MIGS])
+        return accelerator(values, sysfs)
 
 
 def _build_links(pairs: list[int]) -> tuple[Link, ...]:

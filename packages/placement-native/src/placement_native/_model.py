@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, fields, make_dataclass
-from operator import attrgetter
 from typing import Any, TypeVar
 
 __all__ = [
-    "ACCELERATOR_FIELDS",
     "FABRIC_STATES",
     "SCHEMA_VERSION",
     "Accelerator",
@@ -24,7 +22,6 @@ __all__ = [
     "MigInstance",
     "NodeSnapshot",
     "Process",
-    "SnapshotField",
     "record_maker",
 ]
 
@@ -194,69 +191,10 @@ class Accelerator:
     def to_dict(self) -> dict[str, Any]:
         """The accelerator as a node-snapshot accelerator entry, plus the extra keys
         (docs/concepts/node-snapshot.md): its fields as ``ACCELERATOR_FIELDS`` writes them."""
-        return {
-            name: value if value is None or encode is None else encode(value)
-            for name, value, encode in zip(
-                _JSON_NAMES, _json_attributes(self), _JSON_ENCODERS, strict=True
-            )
-        }
+        # Imported here: the field table builds these records, so it imports this module.
+        from ._fields import accelerator_json
 
-
-def _cc_json(cc: tuple[int, int]) -> str:
-    return f"{cc[0]}.{cc[1]}"
-
-
-def _records_json(records: tuple[Any, ...]) -> list[dict[str, Any]]:
-    return [r.to_dict() for r in records]
-
-
-def _fabric_json(fabric: Fabric) -> dict[str, Any]:
-    return fabric.to_dict()
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotField:
-    """One field of an accelerator, declared once (see ``ACCELERATOR_FIELDS``).
-
-    Attributes:
-        name: The ``Accelerator`` attribute, which is also its key in the JSON snapshot.
-        json: Whether the JSON snapshot carries it (NVLink counts go to ``links``).
-        encode: How the JSON writer writes a value that is not None (None: as it is).
-    """
-
-    name: str
-    json: bool = True
-    encode: Callable[[Any], Any] | None = None
-
-
-ACCELERATOR_FIELDS: tuple[SnapshotField, ...] = (
-    SnapshotField("index"),
-    SnapshotField("type"),
-    SnapshotField("model"),
-    SnapshotField("uuid"),
-    SnapshotField("pci_bus_id"),
-    SnapshotField("memory_bytes"),
-    SnapshotField("numa_node"),
-    SnapshotField("cpu_affinity"),
-    SnapshotField("compute_capability", encode=_cc_json),
-    SnapshotField("mig"),
-    SnapshotField("mig_instances", encode=_records_json),
-    SnapshotField("nvlink_peers", json=False),
-    SnapshotField("nvswitch_links", json=False),
-    SnapshotField("error"),
-    SnapshotField("memory_used_bytes"),
-    SnapshotField("processes", encode=_records_json),
-    SnapshotField("fabric", encode=_fabric_json),
-)
-"""The accelerator's fields in ``Accelerator``'s order: the record (its dataclass fields,
-positional constructor included, are these, as a test checks), the JSON writer
-(``Accelerator.to_dict``), the snapshot schema file (``snapshot.schema.json``, whose
-accelerator keys are the ``json`` ones, as a test checks) and both backends (which build
-the record positionally, through ``_assemble.accelerator``) follow this table."""
-
-_JSON_NAMES = tuple(f.name for f in ACCELERATOR_FIELDS if f.json)
-_JSON_ENCODERS = tuple(f.encode for f in ACCELERATOR_FIELDS if f.json)
-_json_attributes = attrgetter(*_JSON_NAMES)
+        return accelerator_json(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,8 @@ the least it can:
 
 - Nothing is read field by field through cffi: the snapshot's head and each GPU entry
   are decoded with one ``struct.unpack_from`` each over the raw buffer, their layout
-  (offsets, padding) taken from the compiled module at first use.
+  (offsets, padding, the members each field of ``ACCELERATOR_FIELDS`` decodes from) taken
+  from the compiled module once per reader (``_Layout``).
 - The C side writes every entry in full (zeroed first, padding included), so equal bytes
   mean equal facts. A GPU entry, its identity (what it is, as opposed to what it is
   doing), the process table and the pair table are kept as bytes with what they decoded
@@ -20,19 +21,14 @@ the least it can:
 from __future__ import annotations
 
 import struct
-import sys
 import threading
+from collections.abc import Sequence
 from typing import Any, cast
 
-from ._assemble import (
-    Assembler,
-    accelerator,
-    fabric_record,
-    make_accelerator,
-    process_records,
-)
+from ._assemble import Assembler, accelerator, make_accelerator
 from ._backend import native_module
-from ._model import Accelerator, Fabric
+from ._fields import ACCELERATOR_FIELDS, Decode, absent_values, position
+from ._model import Accelerator
 from ._raw import MAX_MIG, NVML_VALUE_NOT_AVAILABLE, RawGpu, RawMig, RawNode
 from .errors import NVMLError, nvml_error
 
@@ -40,107 +36,129 @@ NVML_ERROR_LIBRARY_NOT_FOUND = 12
 
 __all__ = ["CffiReader"]
 
-_BYTEORDER = sys.byteorder
-
-# (field path in pn_nvml_gpu, how to decode it), in declaration order: "s" bytes of the
-# field's size, else a struct format code. First what a GPU is (name to fabric_health_mask:
-# one stretch of bytes, decoded only when it differs from the last read of that GPU),
-# then what it is doing. The per-peer NVLink counts stay bytes: on most nodes they are
-# all zero (NVSwitch fabric, or no NVLink), which one comparison tells.
-_GPU_IDENTITY_FIELDS = (
-    (("name",), "s"),
-    (("uuid",), "s"),
-    (("pci_bus_id",), "s"),
-    (("numa_node",), "i"),
-    (("has_cpu_affinity",), "i"),
-    (("cpu_affinity",), "s"),
-    (("cc_major",), "i"),
-    (("cc_minor",), "i"),
-    (("mig_mode",), "i"),
-    (("mig_slots",), "I"),
-    (("nvlink_to",), "s"),
-    (("nvswitch_links",), "I"),
-    (("has_fabric",), "i"),
-    (("fabric_cluster_uuid",), "s"),
-    (("fabric_status",), "i"),
-    (("fabric_clique_id",), "I"),
-    (("fabric_state",), "I"),
-    (("fabric_health_mask",), "I"),
-)
-_GPU_STATE_FIELDS = (
-    (("index",), "I"),
-    (("has_handle",), "i"),
-    (("error", "code"), "i"),
-    (("error", "function"), "s"),
-    (("has_memory",), "i"),
-    (("memory_total",), "Q"),
-    (("memory_used",), "Q"),
-    (("procs", "read"), "i"),
-    (("procs", "first"), "I"),
-    (("procs", "count"), "I"),
-    (("procs", "total"), "I"),
-    (("mig_count",), "I"),
-)
-
-
-# The same for the fields of pn_nvml_snapshot before its GPU entries, and its counts.
+# Members of pn_nvml_gpu the reader itself looks at, beside the fields': what it checks
+# before a GPU becomes its record (``check_limits``' MIG slots and process count), and
+# where the GPU's processes start in the process table (which the entry does not hold).
+_FRAME_IDENTITY = ("mig_slots",)
+_FRAME_STATE = ("procs.total", "procs.first")
+# The fields of pn_nvml_snapshot before its GPU entries, and its counts.
 _HEAD_FIELDS = (
-    (("host", "hostname"), "s"),
-    (("host", "cpus"), "i"),
-    (("host", "numa_nodes"), "i"),
-    (("host", "route_ip"), "s"),
-    (("error", "code"), "i"),
-    (("error", "function"), "s"),
-    (("detail",), "s"),
-    (("driver",), "s"),
-    (("device_count",), "I"),
-    (("gpu_count",), "I"),
+    "host.hostname",
+    "host.cpus",
+    "host.numa_nodes",
+    "host.route_ip",
+    "error.code",
+    "error.function",
+    "detail",
+    "driver",
+    "device_count",
+    "gpu_count",
 )
-_COUNT_FIELDS = ((("pair_count",), "I"), (("process_count",), "I"))
+_COUNT_FIELDS = ("pair_count", "process_count")
+_PROCESSES = position("processes")
+_ERROR, _INDEX = position("error"), position("index")
+_NUMA, _CPUS = position("numa_node"), position("cpu_affinity")
+_MIGS = position("mig_instances")
 
 
-def _struct(ffi: Any, type_name: str, fields: tuple[tuple[tuple[str, ...], str], ...]) -> Any:
-    """A ``struct.Struct`` reading ``fields`` of the C struct, from its first one's offset."""
-    parts, position = ["="], ffi.offsetof(type_name, *fields[0][0])
-    for path, kind in fields:
-        offset = ffi.offsetof(type_name, *path)
-        ctype: Any = ffi.typeof(type_name)
-        for name in path:
-            ctype = dict(ctype.fields)[name].type
-        code = f"{ffi.sizeof(ctype)}s" if kind == "s" else kind
+def _member(ffi: Any, type_name: str, path: str) -> tuple[int, str]:
+    """(offset, ``struct`` code) of a member: bytes of its size for an array, else the
+    integer of its size and signedness."""
+    ctype: Any = ffi.typeof(type_name)
+    for name in path.split("."):
+        ctype = dict(ctype.fields)[name].type
+    size = ffi.sizeof(ctype)
+    if ctype.kind == "array":
+        code = f"{size}s"
+    else:
+        code = {4: "i", 8: "q"}[size]
+        code = code.upper() if ctype.cname.startswith("unsigned") else code
+    return ffi.offsetof(type_name, *path.split(".")), code
+
+
+def _struct(
+    ffi: Any, type_name: str, paths: Sequence[str], base: int | None = None
+) -> tuple[struct.Struct, dict[str, int]]:
+    """A ``struct.Struct`` reading the members ``paths`` of the C struct in offset order
+    (from ``base``, else the first one's offset), and each member's place in what it
+    unpacks."""
+    members = sorted({(*_member(ffi, type_name, p), p) for p in paths})
+    parts, position = ["="], members[0][0] if base is None else base
+    for offset, code, _ in members:
         if offset > position:
             parts.append(f"{offset - position}x")
         parts.append(code)
         position = offset + struct.calcsize("=" + code)
-    return struct.Struct("".join(parts))
+    return struct.Struct("".join(parts)), {path: k for k, (_, _, path) in enumerate(members)}
+
+
+# A field as the layout decodes it: its row in the table, where its guard is in what the
+# struct unpacks (None: it has none), its decode, and where its members' values are there
+# (an index where there is no decode, else a slice: a field's members are adjacent).
+Row = tuple[int, int | None, Decode | None, int | slice]
+
+
+def _rows(places: dict[str, int], part: str) -> tuple[Row, ...]:
+    """The fields of ``ACCELERATOR_FIELDS`` decoded from ``part`` of the entry."""
+    rows: list[Row] = []
+    for k, f in enumerate(ACCELERATOR_FIELDS):
+        if not f.members or f.part != part:
+            continue
+        first, last = places[f.members[0]], places[f.members[-1]]
+        at = first if f.decode is None else slice(first, last + 1)
+        rows.append((k, None if f.guard is None else places[f.guard], f.decode, at))
+    return tuple(rows)
+
+
+def _members(part: str, frame: tuple[str, ...]) -> list[str]:
+    """The members of ``pn_nvml_gpu`` that ``part`` of the entry is decoded from."""
+    found = [*frame]
+    for f in ACCELERATOR_FIELDS:
+        if f.part == part and f.members:
+            found += [*f.members, *([] if f.guard is None else [f.guard])]
+    return found
 
 
 class _Layout:
     """How to decode the compiled structs, measured from the compiled module."""
 
-    def __init__(self, ffi: Any, lib: Any) -> None:
-        self.gpu = _struct(ffi, "pn_nvml_gpu", _GPU_STATE_FIELDS)
-        self.identity = _struct(ffi, "pn_nvml_gpu", _GPU_IDENTITY_FIELDS)
-        self.identity_start = ffi.offsetof("pn_nvml_gpu", "name")
-        self.identity_end = ffi.offsetof("pn_nvml_gpu", "has_handle")
-        self.head = _struct(ffi, "pn_nvml_snapshot", _HEAD_FIELDS)
-        self.counts = _struct(ffi, "pn_nvml_snapshot", _COUNT_FIELDS)
-        self.counts_offset = ffi.offsetof("pn_nvml_snapshot", "pair_count")
+    def __init__(self, ffi: Any) -> None:
+        gpu = "pn_nvml_gpu"
+        # What the GPU is: the entry's bytes before has_handle; what it is doing: after.
+        self.identity_end = ffi.offsetof(gpu, "has_handle")
+        self.identity, places = _struct(ffi, gpu, _members("identity", _FRAME_IDENTITY), 0)
+        self.identity_rows = _rows(places, "identity")
+        self.mig_slots = places["mig_slots"]
+        self.gpu, places = _struct(ffi, gpu, _members("state", _FRAME_STATE), 0)
+        self.state_rows = _rows(places, "state")
+        self.process_total, self.process_first = places["procs.total"], places["procs.first"]
+        # The conversions of what the checks look at (a field's absent value converts to
+        # itself: it is left as it is).
+        self.fast_converts = tuple(
+            (k, f.convert, f.absent)
+            for k, f in enumerate(ACCELERATOR_FIELDS)
+            if f.convert and k not in (_ERROR, _MIGS)  # absent where a GPU is made here
+        )
+        self._snapshot(ffi)
+        self.ffi = ffi
+
+    def _snapshot(self, ffi: Any) -> None:
+        snap = "pn_nvml_snapshot"
+        self.head = _struct(ffi, snap, _HEAD_FIELDS)[0]
+        self.counts = _struct(ffi, snap, _COUNT_FIELDS)[0]
+        self.counts_offset = ffi.offsetof(snap, "pair_count")
         self.gpu_size = ffi.sizeof("pn_nvml_gpu")
-        self.no_links = bytes(ffi.sizeof("unsigned int") * lib.PN_NVML_MAX_GPUS)
-        self.links = [struct.Struct(f"={n}I") for n in range(lib.PN_NVML_MAX_GPUS + 1)]
-        self.gpus_offset = ffi.offsetof("pn_nvml_snapshot", "gpus")
+        self.gpus_offset = ffi.offsetof(snap, "gpus")
         # One GPU entry but its MIG table (read apart, through cffi, for MIG GPUs only).
         self.entry_end = ffi.offsetof("pn_nvml_gpu", "mig")
-        self.pids_offset = ffi.offsetof("pn_nvml_snapshot", "process_pid")
-        self.used_offset = ffi.offsetof("pn_nvml_snapshot", "process_used")
-        self.pairs_offset = ffi.offsetof("pn_nvml_snapshot", "pairs")
+        self.pids_offset = ffi.offsetof(snap, "process_pid")
+        self.used_offset = ffi.offsetof(snap, "process_used")
+        self.pairs_offset = ffi.offsetof(snap, "pairs")
         self.uint_size = ffi.sizeof("unsigned int")
         self.ull_size = ffi.sizeof("unsigned long long")
         self.int_size = ffi.sizeof("int")
         # The C side writes every field read here: no need to clear ~300 KB per call.
         self.new = ffi.new_allocator(should_clear_after_alloc=False)
-        self.ffi = ffi
 
 
 def _text(raw: bytes) -> str | None:
@@ -169,16 +187,25 @@ def _mig(ffi: Any, m: Any, gpu_index: int, processes: list[tuple[int, int | None
     )
 
 
-def _peers(links: bytes, count: int, layout: _Layout) -> dict[int, int]:
-    """Direct NVLinks per peer GPU index, from the GPU's nvlink_to bytes."""
-    if links == layout.no_links:
-        return {}
-    return {j: n for j, n in enumerate(layout.links[count].unpack_from(links)) if n}
+class _Entry:
+    """The GPU entry being decoded, as a field's decode sees it (``_fields.Entry``)."""
+
+    __slots__ = ("ffi", "index", "out", "position", "processes")
+
+    def __init__(self, ffi: Any, out: Any, processes: list[tuple[int, int | None]]) -> None:
+        self.ffi, self.out, self.processes = ffi, out, processes
+        self.position = self.index = 0
+
+    def migs(self, count: int) -> list[RawMig]:
+        table = self.out.gpus[self.position].mig
+        return [_mig(self.ffi, table[k], self.index, self.processes) for k in range(count)]
 
 
-# What a position made last: from which entry bytes and sysfs, the stretch of the process
-# table that was its own, the (pid, memory) list found there, and the Accelerator.
-_Made = tuple[bytes, str, slice | None, list[Any] | None, Accelerator]
+# What a position made last: from which entry bytes, sysfs and process table, the
+# (pid, memory) list that was its own there, and the Accelerator.
+_Made = tuple[
+    bytes, str, list[tuple[int, int | None]], list[tuple[int, int | None]] | None, Accelerator
+]
 
 
 class CffiReader:
@@ -200,7 +227,7 @@ class CffiReader:
             [],
         )
         self._last_pairs: tuple[bytes, list[int]] = (b"", [])
-        self._identities: dict[int, tuple[bytes, tuple[Any, ...]]] = {}
+        self._identities: dict[int, tuple[bytes, tuple[Any, ...], int]] = {}
         self._made: dict[int, _Made] = {}
 
     def read(self, library: str, sysfs: str) -> RawNode:
@@ -217,7 +244,7 @@ class CffiReader:
                 "the extension is not loaded",
             )
         ffi, lib = native_module.ffi, native_module.lib
-        layout = self._layout or _Layout(ffi, lib)
+        layout = self._layout or _Layout(ffi)
         self._layout = layout
         out = self._output(layout)
         lib.pn_nvml_snapshot_read(library.encode(), sysfs.encode(), out)
@@ -241,18 +268,21 @@ class CffiReader:
         processes = self._process_pairs(buffer, process_count, layout)
         size, start, end = layout.gpu_size, layout.gpus_offset, layout.entry_end
         made, gpus = self._made, node.gpus
+        entry = _Entry(ffi, out, processes)
         for i in range(n):
             at = start + i * size
-            entry = buffer[at : at + end]
+            raw = buffer[at : at + end]
             last = made.get(i)
-            if last is not None and last[0] == entry and last[1] == sysfs:
-                own = last[2]
-                if own is None or processes[own] == last[3]:
-                    gpus.append(last[4])
-                    continue
-            gpus.append(
-                self._gpu(i, entry, n, processes, out=out, sysfs=sysfs, last=last, layout=layout)
-            )
+            if (
+                last is not None
+                and last[0] == raw
+                and last[1] == sysfs
+                and (last[2] is processes or self._same_processes(raw, processes, last[3], layout))
+            ):
+                gpus.append(last[4])
+                continue
+            entry.position = i
+            gpus.append(self._gpu(entry, raw, sysfs, layout))
         node.pairs = self._pairs(buffer, pair_count, layout)
         return node
 
@@ -310,155 +340,74 @@ class CffiReader:
             self._last_pairs = (raw, memoryview(raw).cast("i").tolist())
         return self._last_pairs[1]
 
-    def _identity(self, index: int, raw: bytes, count: int, layout: _Layout) -> tuple[Any, ...]:
-        """What a GPU is (name, UUID, bus id, NUMA node, CPUs, capability, MIG mode,
-        NVLinks, fabric), decoded from its identity bytes (the caller looked for them among
-        those kept first); kept per GPU index with them."""
-        name, uuid, bus_id, numa, has_cpus, cpus, cc_major, cc_minor, mig_mode, *rest = (
-            layout.identity.unpack_from(raw)
-        )
-        mig_slots, links, nvswitch_links, has_fabric, *fabric = rest
-        peers = _peers(links, count, layout)
-        mask = int.from_bytes(cpus, _BYTEORDER) if has_cpus else None
-        cluster, status, clique, state, health = fabric
-        made: Fabric | None = (
-            fabric_record(cluster, clique, state, status, health) if has_fabric else None
-        )
-        # Driver strings that are not UTF-8 become U+FFFD, as the pure-Python backend has it.
-        identity = (
-            name.partition(b"\0")[0].decode("utf-8", "replace") or None,
-            uuid.partition(b"\0")[0].decode("utf-8", "replace") or None,
-            bus_id.partition(b"\0")[0].decode("utf-8", "replace") or None,
-            numa if numa >= 0 else None,
-            mask,
-            self.assembler.cpulist(mask),
-            (cc_major, cc_minor) if cc_major >= 0 else None,
-            bool(mig_mode),
-            mig_slots,
-            peers,
-            tuple(peers.items()),  # ascending by index, as _peers builds it
-            nvswitch_links,
-            made,
-        )
-        self._identities[index] = (raw, identity)
-        return identity
-
-    def _gpu(
-        self,
-        i: int,
-        entry: bytes,
-        count: int,
+    @staticmethod
+    def _same_processes(
+        raw: bytes,
         processes: list[tuple[int, int | None]],
-        *,
-        out: Any,
-        sysfs: str,
-        last: _Made | None,
+        listed: list[tuple[int, int | None]] | None,
         layout: _Layout,
-    ) -> RawGpu | Accelerator:
-        """GPU ``i`` decoded from its entry's bytes (``last``: what this position made
-        last): its Accelerator when nothing about it is left to check, else its RawGpu."""
-        (
-            index,
-            has_handle,
-            code,
-            function,
-            has_memory,
-            memory,
-            used,
-            procs_read,
-            procs_first,
-            procs_count,
-            procs_total,
-            mig_count,
-        ) = layout.gpu.unpack_from(entry)
-        error = None if code == 0 else nvml_error(code, _text(function) or "?", f"GPU {index}")
-        if not has_handle:
-            return RawGpu(index, error)
-        raw_identity = entry[layout.identity_start : layout.identity_end]
-        known = self._identities.get(index)
+    ) -> bool:
+        """Whether a GPU entry (the same bytes as last read's) finds the processes it
+        listed then in this read's process table, which changed."""
+        if listed is None:
+            return True
+        first = layout.gpu.unpack_from(raw)[layout.process_first]
+        return processes[first : first + len(listed)] == listed
+
+    def _identity(self, entry: _Entry, raw: bytes, layout: _Layout) -> tuple[tuple[Any, ...], int]:
+        """What a GPU is, from its identity bytes: every field's value in table order (the
+        identity fields', the others absent) and its MIG slot count, kept per GPU with its
+        bytes."""
+        unpacked = layout.identity.unpack_from(raw)
+        values = absent_values()
+        _decode(entry, unpacked, layout.identity_rows, values)
+        mig_slots: int = unpacked[layout.mig_slots]
+        self._identities[entry.position] = (raw, tuple(values), mig_slots)
+        return tuple(values), mig_slots
+
+    def _gpu(self, entry: _Entry, raw: bytes, sysfs: str, layout: _Layout) -> RawGpu | Accelerator:
+        """A GPU decoded from its entry's bytes: its Accelerator when nothing about it is
+        left to check, else its RawGpu."""
+        state = layout.gpu.unpack_from(raw)
+        # What it is: the last read's while its identity bytes are the same (checked here,
+        # not in a call: this runs for every GPU whose entry changed).
+        raw_identity = raw[: layout.identity_end]
+        known = self._identities.get(entry.position)
         if known is not None and known[0] == raw_identity:
-            identity = known[1]
+            identity, mig_slots = known[1], known[2]
         else:
-            identity = self._identity(index, raw_identity, count, layout)
-        name, uuid, bus_id, numa, cpu_mask, cpus, cc, mig_mode, mig_slots, *rest = identity
-        peers, peer_links, links, fabric = rest
-        own = slice(procs_first, procs_first + procs_count) if procs_read else None
-        listed = None if own is None else processes[own]
+            identity, mig_slots = self._identity(entry, raw_identity, layout)
+        values = list(identity)
+        entry.index = values[_INDEX]
+        for k, guard, decode, at in layout.state_rows:  # _decode, inline for the same reason
+            if guard is None or state[guard]:
+                values[k] = state[at] if decode is None else decode(entry, *state[at])
+        listed, total = values[_PROCESSES], state[layout.process_total]
         if (
-            error is None
-            and not mig_count
+            values[_ERROR] is None
+            and not values[_MIGS]
             and mig_slots <= MAX_MIG
-            and (listed is None or procs_total <= procs_count)
+            and (listed is None or total <= len(listed))
         ):
-            if last is not None and listed is not None and listed == last[3]:
-                records = last[4].processes
+            for k, convert, absent in layout.fast_converts:
+                value = values[k]
+                if value is not absent:
+                    values[k] = convert(value)
+            if values[_NUMA] is None or values[_CPUS] is None:
+                made = accelerator(values, sysfs)  # from sysfs where NVML could not tell
             else:
-                records = process_records(listed)
-            if numa is not None and cpus is not None:  # the usual case: fields in table order
-                made = make_accelerator(
-                    index,
-                    "nvidia",
-                    name,
-                    uuid,
-                    bus_id,
-                    memory if has_memory else None,
-                    numa,
-                    cpus,
-                    cc,
-                    mig_mode,
-                    (),
-                    peer_links,
-                    links,
-                    None,
-                    used if has_memory else None,
-                    records,
-                    fabric,
-                )
-                self._made[i] = (entry, sysfs, own, listed, made)
-                return made
-            made = accelerator(  # NUMA node or CPUs from sysfs where NVML could not tell
-                index,
-                error=None,
-                name=name,
-                uuid=uuid,
-                bus_id=bus_id,
-                memory_total=memory if has_memory else None,
-                numa=numa,
-                cpus=cpus,
-                compute_capability=cc,
-                mig_mode=mig_mode,
-                migs=(),
-                nvlink_peers=peer_links,
-                nvswitch_links=links,
-                memory_used=used if has_memory else None,
-                processes=records,
-                fabric=fabric,
-                sysfs=sysfs,
-            )
-            self._made[i] = (entry, sysfs, own, listed, made)
+                made = make_accelerator(*values)
+            self._made[entry.position] = (raw, sysfs, entry.processes, listed, made)
             return made
-        self._made.pop(i, None)
-        gpu = RawGpu(
-            index,
-            error,
-            name,
-            uuid,
-            bus_id,
-            memory if has_memory else None,
-            numa,
-            cpu_mask,
-            cc,
-            mig_mode,
-            mig_slots,
-            [],
-            dict(peers) if peers else {},
-            links,
-            used if has_memory else None,
-            listed,
-            procs_total,
-            fabric,
-        )
-        if mig_count:
-            mig = out.gpus[i].mig
-            gpu.migs = [_mig(layout.ffi, mig[k], index, processes) for k in range(mig_count)]
-        return gpu
+        self._made.pop(entry.position, None)
+        return RawGpu(values, values[_ERROR], mig_slots, total)
+
+
+def _decode(
+    entry: _Entry, unpacked: tuple[Any, ...], rows: tuple[Row, ...], values: list[Any]
+) -> None:
+    """Set ``values`` (in table order) of the fields ``rows``, from what their part of the
+    entry unpacked to; a field whose guard is 0 keeps the value it has (its absent one)."""
+    for k, guard, decode, at in rows:
+        if guard is None or unpacked[guard]:
+            values[k] = unpacked[at] if decode is None else decode(entry, *unpacked[at])

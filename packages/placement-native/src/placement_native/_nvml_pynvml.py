@@ -22,7 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _host
-from ._assemble import Assembler, fabric_record
+from ._assemble import Assembler
+from ._fields import PYNVML_QUERIES, fabric_record, position
+from ._model import Fabric
 from ._raw import (
     MAX_GPUS,
     MAX_MIG,
@@ -219,8 +221,15 @@ def _bus_key(
     return key
 
 
-def _match_nvlinks(gpus: list[RawGpu], links: list[list[tuple[str, int | None]]]) -> None:
-    """Count each GPU's active NVLinks per peer GPU and into the NVSwitch fabric.
+_BUS = position("pci_bus_id")
+_PEERS, _SWITCH_LINKS = position("nvlink_peers"), position("nvswitch_links")
+
+NvLinks = tuple[dict[int, int], int]  # direct links per peer GPU index, links into NVSwitches
+
+
+def _match_nvlinks(gpus: list[RawGpu], links: list[list[tuple[str, int | None]]]) -> list[NvLinks]:
+    """Count each GPU's active NVLinks per peer GPU and into the NVSwitch fabric, and set
+    the GPU's NVLink fields.
 
     A link ends at a peer when the far bus id is a GPU of this node (and the driver does
     not say otherwise); at the fabric when the far end is an NVSwitch, or, on drivers that
@@ -229,17 +238,24 @@ def _match_nvlinks(gpus: list[RawGpu], links: list[list[tuple[str, int | None]]]
     cache: dict[str, tuple[int, ...] | None] = {}
     keys: dict[tuple[int, ...], int] = {}
     for gpu in gpus:
-        key = _bus_key(gpu.pci_bus_id, cache)
+        key = _bus_key(gpu.values[_BUS], cache)
         if key is not None:
             keys.setdefault(key, gpu.index)
+    matched = []
     for gpu, gpu_links in zip(gpus, links, strict=True):
+        peers: dict[int, int] = {}
+        switch_links = 0
         for remote, kind in gpu_links:
             key = _bus_key(remote, cache)
             peer = None if key is None else keys.get(key)
             if kind == NVLINK_DEVICE_TYPE_SWITCH or (kind is None and peer is None):
-                gpu.nvswitch_links += 1
+                switch_links += 1
             elif peer is not None and peer != gpu.index and kind in (NVLINK_DEVICE_TYPE_GPU, None):
-                gpu.nvlink_peers[peer] = gpu.nvlink_peers.get(peer, 0) + 1
+                peers[peer] = peers.get(peer, 0) + 1
+        gpu.values[_PEERS] = tuple(sorted(peers.items()))
+        gpu.values[_SWITCH_LINKS] = switch_links
+        matched.append((peers, switch_links))
+    return matched
 
 
 # Wrappers that return driver text: called undecorated, their bytes decoded by ``_str``.
@@ -269,12 +285,20 @@ class _Bindings:
 
 
 class _Reader:
-    """One snapshot's worth of pynvml calls."""
+    """One snapshot's worth of pynvml calls.
 
-    def __init__(self, nv: Any) -> None:
+    A GPU is read by the queries ``ACCELERATOR_FIELDS`` names (``PYNVML_QUERIES``), each a
+    method here that answers the value of the one field naming it, or the values of the
+    fields naming it (a tuple, in table order) or None to leave them absent; they run in
+    the order of the C calls.
+    """
+
+    def __init__(self, nv: Any, cpulist: Callable[[int | None], str | None]) -> None:
         self.nv = _Bindings(nv)
+        self.cpulist = cpulist
         self.process_count = 0  # processes listed so far, all devices together
         self.process_function: tuple[str, Any, type[ctypes.Structure]] | None = None
+        self.links: list[list[tuple[str, int | None]]] = []  # per GPU read, as nvlinks() found
         for symbol, v2 in PROCESS_SYMBOLS:
             try:
                 function = nv._nvmlGetFunctionPointer(symbol)
@@ -283,7 +307,50 @@ class _Reader:
             self.process_function = (symbol, function, _ProcessInfoV2 if v2 else _ProcessInfoV1)
             break
 
-    def memory(self, dev: Any, t: _Target) -> tuple[int, int] | None:
+    def gpu(self, index: int) -> tuple[RawGpu, Any]:
+        """GPU ``index`` and its handle (None where it has none, or was lost)."""
+        gpu = RawGpu.absent(index)
+        t = _Target(gpu, f"GPU {index}")
+        self.links.append([])
+        dev = self.query(
+            t, "nvmlDeviceGetHandleByIndex_v2", self.nv.nvmlDeviceGetHandleByIndex, index
+        )
+        if dev is ABSENT:
+            return gpu, None
+        values = gpu.values
+        for read, row, rows in _QUERIES:
+            got = read(self, dev, gpu, t)
+            if row is not None:
+                values[row] = got
+            elif got is not None:
+                for k, value in zip(rows, got, strict=True):
+                    values[k] = value
+        return gpu, (None if t.lost else dev)
+
+    def name(self, dev: Any, gpu: RawGpu, t: _Target) -> str | None:
+        name: str | None = _opt(
+            _str, self.query(t, "nvmlDeviceGetName", self.nv.nvmlDeviceGetName, dev)
+        )
+        return name
+
+    def uuid(self, dev: Any, gpu: RawGpu, t: _Target) -> str | None:
+        uuid: str | None = _opt(
+            _str, self.query(t, "nvmlDeviceGetUUID", self.nv.nvmlDeviceGetUUID, dev)
+        )
+        return uuid
+
+    def pci_bus_id(self, dev: Any, gpu: RawGpu, t: _Target) -> str | None:
+        pci = self.query(t, "nvmlDeviceGetPciInfo_v3", self.nv.nvmlDeviceGetPciInfo_v3, dev)
+        return None if pci is ABSENT else _bus_id(pci)
+
+    def compute_capability(self, dev: Any, gpu: RawGpu, t: _Target) -> tuple[int, int] | None:
+        nv = self.nv
+        cc = self.query(
+            t, "nvmlDeviceGetCudaComputeCapability", nv.nvmlDeviceGetCudaComputeCapability, dev
+        )
+        return None if cc is ABSENT else (int(cc[0]), int(cc[1]))
+
+    def memory(self, dev: Any, gpu: RawGpu | RawMig, t: _Target) -> tuple[int, int] | None:
         """(total, used) memory: nvmlDeviceGetMemoryInfo_v2 where the driver has and
         answers it, else the v1 function (as ``read_memory`` in C)."""
         nv = self.nv
@@ -299,12 +366,13 @@ class _Reader:
         mem = self.query(t, "nvmlDeviceGetMemoryInfo", nv.nvmlDeviceGetMemoryInfo, dev)
         return None if mem is ABSENT else (int(mem.total), int(mem.used))
 
-    def processes(self, dev: Any, record: RawGpu | RawMig, t: _Target) -> None:
-        """The compute processes of one device, asked as ``read_processes`` in C asks:
-        room for ``PROCESS_FIRST``, then again with the count NVML reports while it answers
-        INSUFFICIENT_SIZE (``PROCESS_TRIES`` calls at most, never past ``PROCESS_CAP``)."""
+    def processes(self, dev: Any, t: _Target) -> tuple[list[tuple[int, int | None]], int] | None:
+        """The compute processes of one device and NVML's count of them, asked as
+        ``read_processes`` in C asks: room for ``PROCESS_FIRST``, then again with the count
+        NVML reports while it answers INSUFFICIENT_SIZE (``PROCESS_TRIES`` calls at most,
+        never past ``PROCESS_CAP``); None when not listed."""
         if self.process_function is None or t.lost:
-            return
+            return None
         symbol, function, entry = self.process_function
         count = ctypes.c_uint(PROCESS_FIRST)
         offered, rc = 0, NVML_ERROR_INSUFFICIENT_SIZE
@@ -317,16 +385,16 @@ class _Reader:
             rc = function(dev, ctypes.byref(count), infos)
         if rc != 0:
             t.fail(rc, symbol)
-            return
+            return None
         listed = min(count.value, offered)
         room = MAX_PROCESSES - self.process_count
         entries = [infos[k] for k in range(min(listed, room))]
-        record.processes = [
+        self.process_count += len(entries)
+        pairs = [
             (int(e.pid), None if e.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE else e.usedGpuMemory)
             for e in entries
         ]
-        record.process_total = listed
-        self.process_count += len(entries)
+        return pairs, listed
 
     def query(self, target: _Target, function: str, call: Callable[..., Any], *args: Any) -> Any:
         """Call one pynvml query; a failure other than "not supported" is the target's error."""
@@ -338,11 +406,13 @@ class _Reader:
             target.fail(exc.value, function)
             return ABSENT
 
-    def numa_and_cpus(self, dev: Any, gpu: RawGpu, t: _Target) -> None:
+    def numa_and_cpus(self, dev: Any, gpu: RawGpu, t: _Target) -> tuple[int | None, str | None]:
+        """The GPU's NUMA node and its CPUs (as ``read_numa_and_cpus`` in C)."""
         nv = self.nv
+        numa = None
         node = self.query(t, "nvmlDeviceGetNumaNodeId", nv.nvmlDeviceGetNumaNodeId, dev)
         if node is not ABSENT:
-            gpu.numa_node = int(node)
+            numa = int(node)
         else:
             nodes = self.query(
                 t,
@@ -355,7 +425,7 @@ class _Reader:
             if nodes is not ABSENT:
                 for w, word in enumerate(int(x) for x in nodes):
                     if word:
-                        gpu.numa_node = w * 64 + (word & -word).bit_length() - 1
+                        numa = w * 64 + (word & -word).bit_length() - 1
                         break
         mask = self.query(
             t,
@@ -369,24 +439,36 @@ class _Reader:
             mask = self.query(
                 t, "nvmlDeviceGetCpuAffinity", nv.nvmlDeviceGetCpuAffinity, dev, CPUSET_WORDS
             )
-        if mask is not ABSENT:
-            gpu.cpu_mask = sum(int(word) << (64 * w) for w, word in enumerate(mask))
+        if mask is ABSENT:
+            return numa, None
+        return numa, self.cpulist(sum(int(word) << (64 * w) for w, word in enumerate(mask)))
 
-    def mig(self, dev: Any, gpu: RawGpu, t: _Target) -> None:
+    def mig_and_processes(
+        self, dev: Any, gpu: RawGpu, t: _Target
+    ) -> tuple[bool, list[RawMig] | tuple[()], list[tuple[int, int | None]] | None]:
+        """MIG mode, the MIG devices, and the GPU's processes where it is not in MIG mode
+        (as ``read_mig`` then ``read_processes`` in C)."""
         nv = self.nv
         mode = self.query(t, "nvmlDeviceGetMigMode", nv.nvmlDeviceGetMigMode, dev)
-        if mode is ABSENT:
-            return
-        gpu.mig_mode = int(mode[0]) == NVML_DEVICE_MIG_ENABLE
-        if not gpu.mig_mode:
-            return
-        count = self.query(
-            t, "nvmlDeviceGetMaxMigDeviceCount", nv.nvmlDeviceGetMaxMigDeviceCount, dev
-        )
-        if count is ABSENT:
-            return
-        gpu.mig_slots = int(count)
-        for slot in range(min(gpu.mig_slots, MAX_MIG)):
+        if mode is not ABSENT and int(mode[0]) == NVML_DEVICE_MIG_ENABLE:
+            migs: list[RawMig] = []
+            count = self.query(
+                t, "nvmlDeviceGetMaxMigDeviceCount", nv.nvmlDeviceGetMaxMigDeviceCount, dev
+            )
+            if count is not ABSENT:
+                gpu.mig_slots = int(count)
+                self.mig_devices(dev, gpu.mig_slots, migs, t)
+            return True, migs, None
+        listed = self.processes(dev, t)
+        if listed is None:
+            return False, (), None
+        gpu.process_total = listed[1]
+        return False, (), listed[0]
+
+    def mig_devices(self, dev: Any, slots: int, migs: list[RawMig], t: _Target) -> None:
+        """The MIG devices of a GPU in MIG mode, slot by slot (as ``read_mig`` in C)."""
+        nv = self.nv
+        for slot in range(min(slots, MAX_MIG)):
             if t.lost:
                 return
             try:
@@ -397,42 +479,48 @@ class _Reader:
                 if exc.value == NVML_ERROR_NOT_FOUND:
                     continue  # an unpopulated slot
                 mig = RawMig(slot=slot)
-                gpu.migs.append(mig)
+                migs.append(mig)
                 _Target(mig, f"{t.detail} MIG slot {slot}").fail(
                     exc.value, "nvmlDeviceGetMigDeviceHandleByIndex"
                 )
                 continue
             mig = RawMig(slot=slot)
-            gpu.migs.append(mig)
-            mt = _Target(mig, f"{t.detail} MIG slot {slot}")
-            mig.uuid = _opt(_str, self.query(mt, "nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID, handle))
-            mig.name = _opt(_str, self.query(mt, "nvmlDeviceGetName", nv.nvmlDeviceGetName, handle))
-            memory = self.memory(handle, mt)
-            if memory is not None:
-                mig.memory_total, mig.memory_used = memory
-            gi = self.query(mt, "nvmlDeviceGetGpuInstanceId", nv.nvmlDeviceGetGpuInstanceId, handle)
-            mig.gpu_instance_id = None if gi is ABSENT else int(gi)
-            ci = self.query(
-                mt, "nvmlDeviceGetComputeInstanceId", nv.nvmlDeviceGetComputeInstanceId, handle
-            )
-            mig.compute_instance_id = None if ci is ABSENT else int(ci)
-            # Per MIG device: on the parent, NVML lists them only to privileged callers.
-            self.processes(handle, mig, mt)
+            migs.append(mig)
+            self.mig_device(handle, mig, _Target(mig, f"{t.detail} MIG slot {slot}"))
 
-    def nvlinks(self, dev: Any, t: _Target) -> list[tuple[str, int | None]]:
-        """The active NVLinks of one GPU: (far bus id, far device type or None)."""
+    def mig_device(self, handle: Any, mig: RawMig, mt: _Target) -> None:
         nv = self.nv
-        found: list[tuple[str, int | None]] = []
+        mig.uuid = _opt(_str, self.query(mt, "nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID, handle))
+        mig.name = _opt(_str, self.query(mt, "nvmlDeviceGetName", nv.nvmlDeviceGetName, handle))
+        memory = self.memory(handle, mig, mt)
+        if memory is not None:
+            mig.memory_total, mig.memory_used = memory
+        gi = self.query(mt, "nvmlDeviceGetGpuInstanceId", nv.nvmlDeviceGetGpuInstanceId, handle)
+        mig.gpu_instance_id = None if gi is ABSENT else int(gi)
+        ci = self.query(
+            mt, "nvmlDeviceGetComputeInstanceId", nv.nvmlDeviceGetComputeInstanceId, handle
+        )
+        mig.compute_instance_id = None if ci is ABSENT else int(ci)
+        # Per MIG device: on the parent, NVML lists them only to privileged callers.
+        listed = self.processes(handle, mt)
+        if listed is not None:
+            mig.processes, mig.process_total = listed
+
+    def nvlinks(self, dev: Any, gpu: RawGpu, t: _Target) -> None:
+        """The active NVLinks of one GPU: (far bus id, far device type or None), kept in
+        ``links`` until every GPU is read (``_match_nvlinks`` sets the fields)."""
+        nv = self.nv
+        found = self.links[-1]
         for link in range(MAX_LINKS):
             if t.lost:
-                return found
+                return
             try:
                 active = nv.nvmlDeviceGetNvLinkState(dev, link)
             except nv.NVMLError as exc:
                 # NOT_SUPPORTED: no NVLink on this GPU; INVALID_ARGUMENT: past its last link.
                 if exc.value not in (NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_INVALID_ARGUMENT):
                     t.fail(exc.value, "nvmlDeviceGetNvLinkState")
-                return found
+                return
             if int(active) != NVML_FEATURE_ENABLED:
                 continue
             # The far end's type first: a link into an NVSwitch needs no bus id.
@@ -457,41 +545,15 @@ class _Reader:
             if pci is ABSENT:
                 continue
             found.append((_bus_id(pci) or "", remote))
-        return found
+        return
 
-    def gpu(self, index: int) -> tuple[RawGpu, Any, list[tuple[str, int | None]]]:
-        nv = self.nv
-        gpu = RawGpu(index=index)
-        t = _Target(gpu, f"GPU {index}")
-        dev = self.query(t, "nvmlDeviceGetHandleByIndex_v2", nv.nvmlDeviceGetHandleByIndex, index)
-        if dev is ABSENT:
-            return gpu, None, []
-        gpu.name = _opt(_str, self.query(t, "nvmlDeviceGetName", nv.nvmlDeviceGetName, dev))
-        gpu.uuid = _opt(_str, self.query(t, "nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID, dev))
-        pci = self.query(t, "nvmlDeviceGetPciInfo_v3", nv.nvmlDeviceGetPciInfo_v3, dev)
-        gpu.pci_bus_id = None if pci is ABSENT else _bus_id(pci)
-        memory = self.memory(dev, t)
-        if memory is not None:
-            gpu.memory_total, gpu.memory_used = memory
-        self.numa_and_cpus(dev, gpu, t)
-        cc = self.query(
-            t, "nvmlDeviceGetCudaComputeCapability", nv.nvmlDeviceGetCudaComputeCapability, dev
-        )
-        gpu.compute_capability = None if cc is ABSENT else (int(cc[0]), int(cc[1]))
-        self.mig(dev, gpu, t)
-        if not gpu.mig_mode:
-            self.processes(dev, gpu, t)
-        links = self.nvlinks(dev, t)
-        self.fabric(dev, gpu, t)
-        return gpu, (None if t.lost else dev), links
-
-    def fabric(self, dev: Any, gpu: RawGpu, t: _Target) -> None:
+    def fabric(self, dev: Any, gpu: RawGpu, t: _Target) -> Fabric | None:
         """The GPU's NVLink fabric, asked as ``read_fabric`` in C asks: the versioned call
         with struct v3, then v2 on a version mismatch, else the legacy call."""
         nv = self.nv
         for version in (FABRIC_INFO_V3, FABRIC_INFO_V2):
             if t.lost:
-                return
+                return None
             info = _FabricInfoV(version=version)
             try:
                 nv.nvmlDeviceGetGpuFabricInfoV(dev, ctypes.byref(info))
@@ -501,13 +563,12 @@ class _Reader:
                 if exc.value == NVML_ERROR_FUNCTION_NOT_FOUND:
                     break  # this driver (or nvidia-ml-py) lacks it: the legacy call
                 t.fail(exc.value, "nvmlDeviceGetGpuFabricInfoV")
-                return
+                return None
             if info.state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
-                return  # a GPU outside an NVLink fabric: the driver reports none
-            gpu.fabric = fabric_record(
+                return None  # a GPU outside an NVLink fabric: the driver reports none
+            return fabric_record(
                 bytes(info.clusterUuid), info.cliqueId, info.state, info.status, info.healthMask
             )
-            return
         legacy = _FabricInfo()
         done = self.query(
             t,
@@ -516,12 +577,13 @@ class _Reader:
             dev,
             ctypes.byref(legacy),
         )
-        if done is not ABSENT and legacy.state != NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
-            gpu.fabric = fabric_record(
-                bytes(legacy.clusterUuid), legacy.cliqueId, legacy.state, legacy.status, 0
-            )
+        if done is ABSENT or legacy.state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
+            return None
+        return fabric_record(
+            bytes(legacy.clusterUuid), legacy.cliqueId, legacy.state, legacy.status, 0
+        )
 
-    def pairs(self, node: RawNode, handles: list[Any], gpus: list[RawGpu]) -> None:
+    def pairs(self, node: RawNode, handles: list[Any], links: list[NvLinks]) -> None:
         """Topology level, P2P status and NVLink count of every pair (as ``read_pairs``
         and ``match_nvlinks`` in C)."""
         nv = self.nv
@@ -534,11 +596,19 @@ class _Reader:
                         level = int(nv.nvmlDeviceGetTopologyCommonAncestor(a, b))
                     with contextlib.suppress(nv.NVMLError):
                         status = int(nv.nvmlDeviceGetP2PStatus(a, b, NVML_P2P_CAPS_INDEX_READ))
-                gi, gj = gpus[i], gpus[j]
-                links = gi.nvlink_peers.get(j, 0) or gj.nvlink_peers.get(i, 0)
-                if not links and gi.nvswitch_links and gj.nvswitch_links:
-                    links = min(gi.nvswitch_links, gj.nvswitch_links)
-                node.pairs += (i, j, level, links, status)
+                (peers_i, switch_i), (peers_j, switch_j) = links[i], links[j]
+                count = peers_i.get(j, 0) or peers_j.get(i, 0)
+                if not count and switch_i and switch_j:
+                    count = min(switch_i, switch_j)
+                node.pairs += (i, j, level, count, status)
+
+
+# The reader's method for each query of PYNVML_QUERIES, with the one row it fills (None when
+# it fills several) and its rows.
+_QUERIES: tuple[tuple[Callable[..., Any], int | None, tuple[int, ...]], ...] = tuple(
+    (getattr(_Reader, name), rows[0] if len(rows) == 1 else None, rows)
+    for name, rows in PYNVML_QUERIES
+)
 
 
 def _opt(convert: Callable[[Any], Any], value: Any) -> Any:
@@ -659,27 +729,27 @@ class PynvmlReader:
             node.error = self._acquire(pynvml)
             if node.error is not None:
                 return node
-            _read_into(pynvml, node)
+            _read_into(pynvml, node, self.assembler.cpulist)
             if not fresh and _dropped(node):
                 # The session was dropped under us: let it go, init again, read once more.
                 self._release(pynvml)
                 node.gpus, node.pairs, node.driver, node.device_count = [], [], None, 0
                 node.error = self._acquire(pynvml)
                 if node.error is None:
-                    _read_into(pynvml, node)
+                    _read_into(pynvml, node, self.assembler.cpulist)
         return node
 
 
-def _read_into(pynvml: Any, node: RawNode) -> None:
+def _read_into(pynvml: Any, node: RawNode, cpulist: Callable[[int | None], str | None]) -> None:
     """``_read_devices``, with a pynvml exception the per-device handling does not record
     as the node's error."""
     try:
-        _read_devices(pynvml, node)
+        _read_devices(pynvml, node, cpulist)
     except pynvml.NVMLError as exc:
         node.error = nvml_error(exc.value, "pynvml", type(exc).__name__)
 
 
-def _read_devices(pynvml: Any, node: RawNode) -> None:
+def _read_devices(pynvml: Any, node: RawNode, cpulist: Callable[[int | None], str | None]) -> None:
     try:
         node.driver = _str(_raw_bytes(pynvml.nvmlSystemGetDriverVersion)())
     except pynvml.NVMLError:
@@ -689,14 +759,12 @@ def _read_devices(pynvml: Any, node: RawNode) -> None:
     except pynvml.NVMLError as exc:
         node.error = nvml_error(exc.value, "nvmlDeviceGetCount_v2")
         return
-    reader = _Reader(pynvml)
+    reader = _Reader(pynvml, cpulist)
     gpus: list[RawGpu] = []
-    handles, links = [], []
+    handles = []
     for index in range(min(node.device_count, MAX_GPUS)):
-        gpu, handle, gpu_links = reader.gpu(index)
+        gpu, handle = reader.gpu(index)
         gpus.append(gpu)
         handles.append(handle)
-        links.append(gpu_links)
-    _match_nvlinks(gpus, links)
-    reader.pairs(node, handles, gpus)
+    reader.pairs(node, handles, _match_nvlinks(gpus, reader.links))
     node.gpus.extend(gpus)

@@ -7,9 +7,12 @@ so the two backends cannot disagree on anything but what NVML told them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from ._model import Accelerator, Fabric
+from ._fields import absent_values, position
+from ._model import Accelerator
 from .errors import NVMLAnswerError, NVMLError
 
 __all__ = [
@@ -80,29 +83,57 @@ class RawMig:
     process_total: int = 0  # NVML's count: above len(processes) when the node ran out of room
 
 
+_INDEX = position("index")
+_MIGS = position("mig_instances")
+_PROCESSES = position("processes")
+
+
 @dataclass(slots=True)
 class RawGpu:
-    index: int
+    """What a backend read of one GPU: one value per ``ACCELERATOR_FIELDS`` row, in the
+    form the backend reads it (the row's ``convert`` makes the record's), and what the read
+    left to check.
+
+    Attributes:
+        values: One per row, in table order (``RawGpu.absent`` starts from the rows'
+            ``absent`` values); the error's place is ``error``'s when the record is made.
+        error: Its first failure, or None: kept apart from ``values`` because the readers
+            and the checks look at it after every query.
+        mig_slots: What nvmlDeviceGetMaxMigDeviceCount answered (MIG mode only).
+        process_total: NVML's process count: above the processes listed when the node ran
+            out of room.
+    """
+
+    values: list[Any]
     error: NVMLError | None = None
-    name: str | None = None
-    uuid: str | None = None
-    pci_bus_id: str | None = None
-    memory_total: int | None = None
-    numa_node: int | None = None
-    cpu_mask: int | None = None  # NVML's cpu set as one integer: bit k = CPU k
-    compute_capability: tuple[int, int] | None = None
-    mig_mode: bool = False
-    mig_slots: int = 0  # what nvmlDeviceGetMaxMigDeviceCount answered
-    migs: list[RawMig] = field(default_factory=list)
-    # active NVLinks: peer GPU index -> direct links, and links into an NVSwitch fabric
-    nvlink_peers: dict[int, int] = field(default_factory=dict)
-    nvswitch_links: int = 0
-    memory_used: int | None = None
-    # (pid, used memory or None) of the compute processes listed; None when not read (and
-    # for a GPU in MIG mode, whose MIG devices are asked instead)
-    processes: list[tuple[int, int | None]] | None = None
-    process_total: int = 0  # NVML's count: above len(processes) when the node ran out of room
-    fabric: Fabric | None = None  # None where the driver reports no NVLink fabric
+    mig_slots: int = 0
+    process_total: int = 0
+
+    @classmethod
+    def absent(cls, index: int, error: NVMLError | None = None) -> RawGpu:
+        """GPU ``index`` with nothing read but its error."""
+        values = absent_values()
+        values[_INDEX] = index
+        return cls(values, error)
+
+    @property
+    def index(self) -> int:
+        """Its NVML index."""
+        index: int = self.values[_INDEX]
+        return index
+
+    @property
+    def migs(self) -> Sequence[RawMig]:
+        """Its MIG devices (MIG mode only)."""
+        migs: Sequence[RawMig] = self.values[_MIGS]
+        return migs
+
+    @property
+    def processes(self) -> list[tuple[int, int | None]] | None:
+        """(pid, used memory or None) of the compute processes listed; None when not read
+        (and for a GPU in MIG mode, whose MIG devices are asked instead)."""
+        listed: list[tuple[int, int | None]] | None = self.values[_PROCESSES]
+        return listed
 
 
 @dataclass(slots=True)
