@@ -21,6 +21,9 @@ the spare while the job runs. :func:`recover` then does, after a node loss:
 6. put the new workers in their ranks' places: survivors keep their processes and
    handles, ``WorkerGroup`` calls reach every rank in rank order.
 
+slime's layouts recover with the same pieces (``reserve_spares``, ``replan_lost``,
+``reissue``, ``start_again``, ``announce``; see ``_slime/recover.py``).
+
 What the lost processes held in memory is gone: the application restores it from its
 checkpoint, and every component with a moved rank must form its process group again
 (``RecoveryReport.rendezvous``).
