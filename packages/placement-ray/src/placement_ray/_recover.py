@@ -272,6 +272,8 @@ def start_again(
 ) -> Started:
     """Start re-issued workers together; those of a component whose rank 0 stayed get its
     ``MASTER_PORT`` (a moved rank 0 holds a new one), plus what ``more_env`` gives."""
+    if not requests:  # only spares were lost
+        return Started((), (), {})
     moved = set(moved_master)
     kept_ports = {
         c: g.master_port for c, g in groups.items() if c not in moved and g.master_port is not None
