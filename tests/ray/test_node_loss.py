@@ -16,7 +16,7 @@ from ray.util.placement_group import placement_group_table
 from placement_ray._cluster import Cluster
 from placement_ray._failure import check_health, occupants
 from placement_ray._slime.layout import SlimeLayout, create_placement_groups
-from placement_ray.errors import NodeLostError
+from placement_ray.errors import NodeLostError, NoSpareNodeError
 from placement_ray.testing import SimulatedCluster
 
 
@@ -71,3 +71,12 @@ def test_a_lost_node_names_the_affected_ranks_and_the_stuck_group_is_removed(
         assert w.describe() in text
     assert f"removed placement group {layout.group.pg.id.hex()}" in text
     assert placement_group_table(layout.group.pg)["state"] == "REMOVED"
+
+
+def test_a_layout_without_spares_cannot_recover_and_says_how_to_keep_some(lossy: Any) -> None:
+    _, _, layout = lossy
+    roles = (layout.actor, layout.rollout)
+    with pytest.raises(NoSpareNodeError, match=r"lost node 2.*made without spare_nodes") as info:
+        layout.recover()
+    assert info.value.lost == (2,)
+    assert (layout.actor, layout.rollout) == roles

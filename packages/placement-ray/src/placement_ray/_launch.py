@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -57,10 +56,9 @@ from ._cluster import Cluster
 from ._colocation import SHARE_QUANTUM, GpuShare, check_shares, default_share, validate_share
 from ._detach import forget_launch, launch_manifest, refuse_taken, save_launch
 from ._failure import HealthReport, check_health
-from ._placement_groups import OrderedPlacementGroup, create_placement_group
+from ._placement_groups import OrderedPlacementGroup, remove_groups, reserve_nodes
 from ._recover import RecoveryReport, recover, reserve_spares
 from ._request import (
-    DEFAULT_RESOURCE,
     WorkerOptions,
     WorkerRequest,
     placement_kind,
@@ -257,15 +255,12 @@ def _reserve(
     *,
     cpus_per_bundle: float,
     timeout_s: float | None,
-    resource: str = DEFAULT_RESOURCE,
     name: str = "",
     lifetime: str | None = None,
 ) -> tuple[dict[int, OrderedPlacementGroup], dict[tuple[int, int], tuple[int, int]]]:
-    """One placement group per node, one bundle of one ``resource`` per planned GPU on it.
+    """One placement group per node (``reserve_nodes``), one bundle per planned GPU on it.
 
     Returns the groups by node rank and ``(node, plan id) -> (physical, bundle index)``.
-    One group per node keeps a node loss local: Ray cannot move a lost node's pinned
-    bundles, so a group holding them must be removed, which kills every worker in it.
     ``timeout_s`` bounds all the groups together.
     """
     refuse_fractions(  # before any group exists
@@ -282,26 +277,15 @@ def _reserve(
     per_node: dict[int, int] = defaultdict(int)
     for node, _ in keys:
         per_node[node] += 1
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    groups: dict[int, OrderedPlacementGroup] = {}
-    try:
-        for node, count in sorted(per_node.items()):
-            left = None if deadline is None else max(deadline - time.monotonic(), 1.0)
-            bundle = {node_resource(cluster.node(node)): 1.0}
-            if cpus_per_bundle:
-                bundle["CPU"] = float(cpus_per_bundle)
-            groups[node] = create_placement_group(
-                cluster,
-                [bundle] * count,
-                pin_to=[node] * count,
-                timeout_s=left,
-                name=f"{name}/node-{node}" if name else "",
-                lifetime=lifetime,
-            )
-    except BaseException:
-        for group in groups.values():
-            group.remove()
-        raise
+    groups = reserve_nodes(
+        cluster,
+        per_node,
+        cpus_per_bundle=cpus_per_bundle,
+        timeout_s=timeout_s,
+        name=name,
+        kind="node",
+        lifetime=lifetime,
+    )
     held = [(s.node_rank, s.gpu_id, s.index) for g in groups.values() for s in g.slots]
     mapping = map_gpus(keys, held)
     moved = sorted(k for k, (physical, _) in mapping.items() if k[1] != physical)
@@ -530,7 +514,7 @@ class Launch:
         gone = [self.placement_groups.pop(r) for r in ranks if r in self.placement_groups]
         gone += [self.spare_groups.pop(r) for r in ranks if r in self.spare_groups]
         self.standbys.stop(ranks, cluster=self.cluster)
-        _remove(self.cluster, gone)
+        remove_groups(self.cluster, gone)
         dead = [w for g in self.worker_groups.values() for w in g.workers if w.node_rank in ranks]
         release(dead, self.cluster.shares)
         self.gpu_map = {k: v for k, v in self.gpu_map.items() if k[0] not in ranks}
@@ -591,7 +575,7 @@ class Launch:
         for group in self.worker_groups.values():
             group.kill()
         self.standbys.stop(cluster=self.cluster)
-        _remove(self.cluster, [*self.placement_groups.values(), *self.spare_groups.values()])
+        remove_groups(self.cluster, [*self.placement_groups.values(), *self.spare_groups.values()])
         if self.detached and self.name is not None:
             forget_launch(self)
 
@@ -614,15 +598,6 @@ def _check_on_node_loss(value: object) -> str:
     if value not in _ON_NODE_LOSS:
         raise ArgumentError(f"on_node_loss: expected one of {list(_ON_NODE_LOSS)}, got {value!r}")
     return str(value)
-
-
-def _remove(cluster: Cluster, groups: Iterable[OrderedPlacementGroup]) -> None:
-    for group in groups:
-        cluster.shares.forget(group.pg.id.hex())
-        try:
-            group.remove()
-        except Exception as exc:  # gone with its node already
-            logger.debug("removing placement group %s: %s", group.pg.id.hex(), exc)
 
 
 def _compare(worker: Worker, report: Mapping[str, Any], group: WorkerGroup) -> list[str]:
@@ -781,21 +756,21 @@ def launch(
     try:
         spares = reserve_spares(
             cluster,
-            the_plan,
+            the_plan.config.spare_nodes,
             cpus_per_bundle=cpus_per_bundle,
             timeout_s=pg_timeout_s,
             name=name or "",
             lifetime=lifetime,
         )
     except BaseException:
-        _remove(cluster, pgs.values())
+        remove_groups(cluster, pgs.values())
         raise
     requests = [_request(the_plan, w, options[w.component], pgs, mapping) for w in pending]
     started = start_workers(
         requests,
         cluster=cluster,
         timeout_s=timeout_s,
-        cleanup=lambda: _remove(cluster, [*pgs.values(), *spares.values()]),
+        cleanup=lambda: remove_groups(cluster, [*pgs.values(), *spares.values()]),
     )
     groups = _worker_groups(the_plan, cluster, started)
     gpu_map = {key: physical for key, (physical, _) in mapping.items()}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -50,10 +50,13 @@ __all__ = [
     "BundleSlot",
     "OrderedPlacementGroup",
     "create_placement_group",
+    "held_slots",
     "node_totals",
     "order_bundles",
     "pin_selectors",
     "probe_bundle_gpus",
+    "remove_groups",
+    "reserve_nodes",
     "wait_placement_group",
 ]
 
@@ -133,6 +136,13 @@ def node_totals(cluster: Cluster) -> list[dict[str, float]]:
     ]
 
 
+def held_slots(group: OrderedPlacementGroup | None) -> dict[tuple[int, int], tuple[int, int]]:
+    """``(node, GPU id) -> (physical id, bundle)`` of a group (a spare's holds its node)."""
+    if group is None:
+        return {}
+    return {(s.node_rank, s.gpu_id): (s.gpu_id, s.index) for s in group.slots}
+
+
 def create_placement_group(
     cluster: Cluster,
     bundles: Sequence[Mapping[str, float]],
@@ -197,6 +207,77 @@ def create_placement_group(
     except BaseException:
         remove_placement_group(pg)
         raise
+
+
+def reserve_nodes(
+    cluster: Cluster,
+    counts: Mapping[int, int],
+    *,
+    cpus_per_bundle: float = 0,
+    resource: str | None = None,
+    timeout_s: float | None = 60.0,
+    name: str = "",
+    kind: str = "node",
+    lifetime: str | None = None,
+) -> dict[int, OrderedPlacementGroup]:
+    """One placement group per node, pinned to it: ``counts[rank]`` one-accelerator bundles.
+
+    One group per node keeps a node loss local: Ray cannot move a lost node's pinned
+    bundles, so a group holding them must be removed, which kills every worker in it. So
+    ``launch`` holds each used node and each spare, and a slime layout with spares each of
+    its nodes, in a group of its own.
+
+    Args:
+        cluster: The job's cluster view.
+        counts: Node rank -> bundles to reserve there (nodes with 0 get no group).
+        cpus_per_bundle: CPUs in each bundle.
+        resource: The Ray resource each bundle holds one of; None: the node's own
+            accelerators' (``GPU``, ``NPU``, ``HPU``, ...).
+        timeout_s: Limit for all the groups together (None: wait forever).
+        name: Name the groups ``<name>/<kind>-<rank>`` (empty: anonymous).
+        kind: See ``name``.
+        lifetime: None (dies with the driver) or ``"detached"``.
+
+    Returns:
+        Node rank -> its ready group, in node order.
+
+    Raises:
+        InfeasiblePlacementGroupError / PlacementGroupTimeoutError: as
+            :func:`create_placement_group`; the groups made so far are removed.
+    """
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    groups: dict[int, OrderedPlacementGroup] = {}
+    try:
+        for rank, count in sorted(counts.items()):
+            if not count:
+                continue
+            bundle = {resource or node_resource(cluster.node(rank)): 1.0}
+            if cpus_per_bundle:
+                bundle["CPU"] = float(cpus_per_bundle)
+            left = None if deadline is None else max(deadline - time.monotonic(), 1.0)
+            groups[rank] = create_placement_group(
+                cluster,
+                [bundle] * count,
+                pin_to=[rank] * count,
+                timeout_s=left,
+                name=f"{name}/{kind}-{rank}" if name else "",
+                lifetime=lifetime,
+            )
+    except BaseException:
+        for group in groups.values():
+            group.remove()
+        raise
+    return groups
+
+
+def remove_groups(cluster: Cluster, groups: Iterable[OrderedPlacementGroup]) -> None:
+    """Remove placement groups and forget their shares; a group gone already is skipped."""
+    for group in groups:
+        cluster.shares.forget(group.pg.id.hex())
+        try:
+            group.remove()
+        except Exception as exc:  # gone with its node already
+            logger.debug("removing placement group %s: %s", group.pg.id.hex(), exc)
 
 
 def _check_pins(pg: PlacementGroup, cluster: Cluster, pin_to: Sequence[int | None]) -> None:

@@ -21,6 +21,9 @@ the spare while the job runs. :func:`recover` then does, after a node loss:
 6. put the new workers in their ranks' places: survivors keep their processes and
    handles, ``WorkerGroup`` calls reach every rank in rank order.
 
+slime's layouts recover with the same pieces (``reserve_spares``, ``replan_lost``,
+``reissue``, ``start_again``, ``announce``; see ``_slime/recover.py``).
+
 What the lost processes held in memory is gone: the application restores it from its
 checkpoint, and every component with a moved rank must form its process group again
 (``RecoveryReport.rendezvous``).
@@ -30,34 +33,44 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import ray
 
-from placement_core import Move, NoSpareError, Plan, replan
+from placement_core import Move, NoSpareError, Plan, Replan, format_rank_list, replan
 
-from ._accelerators import node_resource
 from ._allocate import Worker
 from ._cluster import Cluster
-from ._placement_groups import OrderedPlacementGroup, create_placement_group
+from ._placement_groups import OrderedPlacementGroup, held_slots, reserve_nodes
 from ._request import WorkerRequest, seat_for
-from ._startup import Started, start_workers
+from ._standby import Standbys
+from ._startup import LateEnv, Started, start_workers
 from ._text import clean
 from .errors import ArgumentError, NoSpareNodeError, WorkerCallError
 
 if TYPE_CHECKING:
     from ._launch import Launch
+    from ._worker_group import WorkerGroup
 
-__all__ = ["RecoveryReport", "recover", "reserve_spares"]
+__all__ = [
+    "RecoveryReport",
+    "announce",
+    "moved_ranks",
+    "recover",
+    "reissue",
+    "replan_lost",
+    "reserve_spares",
+    "start_again",
+]
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class RecoveryReport:
-    """What ``Launch.recover()`` did.
+    """What ``Launch.recover()`` or ``SlimeLayout.recover()`` did.
 
     Attributes:
         lost: The job's nodes found lost (used nodes and spares), ascending.
@@ -69,6 +82,9 @@ class RecoveryReport:
         rendezvous: Components with a moved rank: their collective groups lost a
             member and must be formed again by the application.
         seconds: Wall time of the recovery.
+        restarted: Component -> ranks re-created on their own (surviving) node because
+            they belong to a unit that lost another member: the other nodes' actors of
+            a multi-node rollout engine (an engine lives or dies whole).
     """
 
     lost: tuple[int, ...] = ()
@@ -77,15 +93,21 @@ class RecoveryReport:
     master: Mapping[str, tuple[str, int | None]] = field(default_factory=dict)
     rendezvous: tuple[str, ...] = ()
     seconds: float = 0.0
+    restarted: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def moved(self) -> bool:
         """Whether any worker was re-created."""
-        return bool(self.moves)
+        return bool(self.moves) or bool(self.restarted)
 
     def lines(self) -> list[str]:
         """``actor 8-15: node 1 -> node 3`` per moved component, then the rest."""
-        out = [line for move in self.moves for line in move.lines()]
+        out = [line for move in self.moves for line in _move_lines(move, self.master)]
+        out += [
+            f"{component} {format_rank_list(ranks)}: re-created on their own node with their "
+            "engine (an engine lives or dies whole)"
+            for component, ranks in self.restarted.items()
+        ]
         if self.dropped_spares:
             out.append(f"lost spare node(s) {list(self.dropped_spares)}: dropped")
         for component, (addr, port) in self.master.items():
@@ -101,11 +123,26 @@ class RecoveryReport:
         return "\n".join([f"recovered in {self.seconds:.2f}s:", *self.lines()])
 
 
+def _move_lines(move: Move, master: Mapping[str, object]) -> list[str]:
+    """``actor 8-15: node 1 -> node 3``; a moved rank 0 is named where its component has a
+    master address (a rollout engine has none)."""
+    return [
+        f"{component} {format_rank_list(ranks)}: node {move.lost} -> node {move.spare}"
+        + (
+            f" (rank 0: the master node is now node {move.spare})"
+            if ranks[0] == 0 and component in master
+            else ""
+        )
+        for component, ranks in move.ranks.items()
+    ]
+
+
 def reserve_spares(
     cluster: Cluster,
-    the_plan: Plan,
+    spares: Iterable[int],
     *,
     cpus_per_bundle: float = 0,
+    resource: str | None = None,
     timeout_s: float | None = 60.0,
     name: str = "",
     lifetime: str | None = None,
@@ -115,34 +152,29 @@ def reserve_spares(
     A spare without accelerators gets no group (its workers would sit on it by node
     affinity, asking for no GPU).
 
+    Args:
+        cluster: The job's cluster view.
+        spares: The spare nodes' ranks.
+        cpus_per_bundle: CPUs in each bundle.
+        resource: The Ray resource of the bundles; None: each spare's own accelerators'.
+        timeout_s: Limit for all the groups together.
+        name: Name the groups ``<name>/spare-<rank>`` (empty: anonymous).
+        lifetime: None (dies with the driver) or ``"detached"``.
+
     Returns:
         Spare node rank -> its group.
     """
-    groups: dict[int, OrderedPlacementGroup] = {}
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    try:
-        for rank in the_plan.config.spare_nodes:
-            count = len(cluster.node(rank).accelerators)
-            if not count:
-                continue
-            # The spare's own accelerators' Ray resource (GPU, NPU, HPU, ...).
-            bundle = {node_resource(cluster.node(rank)): 1.0}
-            if cpus_per_bundle:
-                bundle["CPU"] = float(cpus_per_bundle)
-            left = None if deadline is None else max(deadline - time.monotonic(), 1.0)
-            groups[rank] = create_placement_group(
-                cluster,
-                [bundle] * count,
-                pin_to=[rank] * count,
-                timeout_s=left,
-                name=f"{name}/spare-{rank}" if name else "",
-                lifetime=lifetime,
-            )
-    except BaseException:
-        for group in groups.values():
-            group.remove()
-        raise
-    return groups
+    counts = {rank: len(cluster.node(rank).accelerators) for rank in spares}
+    return reserve_nodes(
+        cluster,
+        counts,
+        cpus_per_bundle=cpus_per_bundle,
+        resource=resource,
+        timeout_s=timeout_s,
+        name=name,
+        kind="spare",
+        lifetime=lifetime,
+    )
 
 
 def _lost_nodes(job: Launch) -> list[int]:
@@ -153,48 +185,63 @@ def _lost_nodes(job: Launch) -> list[int]:
     return sorted(r for r in watched if job.cluster.node(r).node_id not in alive)
 
 
-def _held(group: OrderedPlacementGroup | None) -> dict[tuple[int, int], tuple[int, int]]:
-    """``(node, GPU id) -> (physical id, bundle)``: a spare's group holds the whole node."""
-    if group is None:
-        return {}
-    return {(s.node_rank, s.gpu_id): (s.gpu_id, s.index) for s in group.slots}
+def reissue(worker: Worker, new_plan: Plan, group: OrderedPlacementGroup | None) -> WorkerRequest:
+    """The worker's request again, at its placement in ``new_plan``, seated in ``group``.
+
+    Raises:
+        ArgumentError: the worker was made without a request.
+    """
+    if worker.request is None:
+        raise ArgumentError(f"{worker.name} was made without a request; it cannot be re-created")
+    placement = new_plan.components[worker.component][worker.rank]
+    seat = seat_for(placement, None if group is None else group.pg, held_slots(group))
+    return worker.request.reissue(new_plan, placement, seat)
 
 
 def _requests(job: Launch, new_plan: Plan, moves: Sequence[Move]) -> list[WorkerRequest]:
-    requests: list[WorkerRequest] = []
-    for move in moves:
-        group = job.spare_groups.get(move.spare)
-        held = _held(group)
-        for component, ranks in move.ranks.items():
-            for rank in ranks:
-                old = job.worker_groups[component].workers[rank]
-                if old.request is None:
-                    raise ArgumentError(
-                        f"{old.name} was made without a request; it cannot be re-created"
-                    )
-                placement = new_plan.components[component][rank]
-                seat = seat_for(placement, None if group is None else group.pg, held)
-                requests.append(old.request.reissue(new_plan, placement, seat))
-    return requests
+    return [
+        reissue(
+            job.worker_groups[component].workers[rank], new_plan, job.spare_groups.get(move.spare)
+        )
+        for move in moves
+        for component, ranks in move.ranks.items()
+        for rank in ranks
+    ]
 
 
-def _announce(
-    job: Launch,
+def replan_lost(the_plan: Plan, lost: Sequence[int], *, hint: str = "") -> Replan:
+    """Core's ``replan``, its ``NoSpareError`` raised as ``NoSpareNodeError``.
+
+    Raises:
+        NoSpareNodeError: a lost node has no compatible spare (``hint`` ends the message).
+    """
+    try:
+        return replan(the_plan, lost)
+    except NoSpareError as exc:
+        raise NoSpareNodeError(
+            f"cannot recover: {exc.reason}; nothing was changed{hint}",
+            lost=exc.lost,
+            needs=exc.needs,
+        ) from exc
+
+
+def announce(
+    groups: Mapping[str, WorkerGroup],
     master: Mapping[str, tuple[str, int | None]],
-    moves: Sequence[Move],
+    moved: Mapping[str, Iterable[int]],
     timeout_s: float | None,
 ) -> None:
-    """Give the survivors of each component whose rank 0 moved the new master address."""
+    """Give the survivors (ranks not in ``moved``) of each component whose rank 0 moved the
+    new master address."""
     refs: list[tuple[Worker, Any]] = []
     for component, (addr, port) in master.items():
         env = {"MASTER_ADDR": addr}
         if port is not None:
             env["MASTER_PORT"] = str(port)
-        moved = {r for m in moves for r in m.ranks.get(component, ())}
-        for worker in job.worker_groups[component].workers:
-            if worker.rank in moved:
-                continue
-            refs.append((worker, worker.handle._placement_update_env.remote(env)))
+        gone = set(moved.get(component, ()))
+        for worker in groups[component].workers:
+            if worker.rank not in gone:
+                refs.append((worker, worker.handle._placement_update_env.remote(env)))
     for worker, ref in refs:
         try:
             ray.get(ref, timeout=timeout_s)
@@ -207,26 +254,45 @@ def _announce(
             ) from exc
 
 
-def _start(
-    job: Launch, requests: Sequence[WorkerRequest], moved_master: set[str], timeout_s: float | None
+def start_again(
+    cluster: Cluster,
+    groups: Mapping[str, WorkerGroup],
+    requests: Sequence[WorkerRequest],
+    moved_master: Iterable[str],
+    *,
+    timeout_s: float | None,
+    more_env: LateEnv | None = None,
+    standbys: Standbys | None = None,
 ) -> Started:
+    """Start re-issued workers together; those of a component whose rank 0 stayed get its
+    ``MASTER_PORT`` (a moved rank 0 holds a new one), plus what ``more_env`` gives. A
+    request with a matching standby (``standbys``, warm spares) adopts it."""
+    if not requests:  # only spares were lost
+        return Started((), (), {})
+    moved = set(moved_master)
     kept_ports = {
-        c: g.master_port
-        for c, g in job.worker_groups.items()
-        if c not in moved_master and g.master_port is not None
+        c: g.master_port for c, g in groups.items() if c not in moved and g.master_port is not None
     }
 
-    def late_env(_i: int, worker: Worker, _first: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    def late_env(i: int, worker: Worker, first: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         port = kept_ports.get(worker.component)
-        return {} if port is None else {"MASTER_PORT": str(port)}
+        env = {} if port is None else {"MASTER_PORT": str(port)}
+        if more_env is not None:
+            env.update(more_env(i, worker, first))
+        return env
 
     return start_workers(
-        requests,
-        cluster=job.cluster,
-        late_env=late_env,
-        timeout_s=timeout_s,
-        standbys=job.standbys,
+        requests, cluster=cluster, late_env=late_env, timeout_s=timeout_s, standbys=standbys
     )
+
+
+def moved_ranks(moves: Sequence[Move]) -> dict[str, set[int]]:
+    """Component -> every rank the moves took to a spare."""
+    out: dict[str, set[int]] = {}
+    for move in moves:
+        for component, ranks in move.ranks.items():
+            out.setdefault(component, set()).update(ranks)
+    return out
 
 
 def recover(job: Launch, *, timeout_s: float | None = 120.0) -> RecoveryReport:
@@ -241,19 +307,21 @@ def recover(job: Launch, *, timeout_s: float | None = 120.0) -> RecoveryReport:
     lost = _lost_nodes(job)
     if not lost:
         return RecoveryReport()
-    try:
-        result = replan(job.plan, lost)
-    except NoSpareError as exc:
-        raise NoSpareNodeError(
-            f"cannot recover: {exc.reason}; nothing was changed", lost=exc.lost, needs=exc.needs
-        ) from exc
+    result = replan_lost(job.plan, lost)
     requests = _requests(job, result.plan, result.moves)
     moved_master = set(result.master_moves())
     job._drop_nodes(lost)
-    started = _start(job, requests, moved_master, timeout_s)
+    started = start_again(
+        job.cluster,
+        job.worker_groups,
+        requests,
+        moved_master,
+        timeout_s=timeout_s,
+        standbys=job.standbys,
+    )
     master = {c: (result.plan.master_addr(c), started.master_ports[c]) for c in moved_master}
     job._adopt(result.plan, result.moves, started, master)
-    _announce(job, master, result.moves, timeout_s)
+    announce(job.worker_groups, master, moved_ranks(result.moves), timeout_s)
     report = RecoveryReport(
         lost=tuple(lost),
         moves=result.moves,

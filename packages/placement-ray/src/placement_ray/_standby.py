@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from placement_core import CPU_AFFINITY_ENV, HARDWARE_CONFIG_ENV, RANK_ENV_VARS
 
 from ._allocate import Worker, adopt, allocate, release, wait_started
-from ._placement_groups import OrderedPlacementGroup
+from ._placement_groups import OrderedPlacementGroup, held_slots
 from ._request import Seat, WorkerRequest, seat_for
 from ._worker import DIST_INIT_ADDR_ENV
 from .errors import PlacementRayError
@@ -227,13 +227,6 @@ def warm_standbys(
     return standbys
 
 
-def _held(group: OrderedPlacementGroup | None) -> dict[tuple[int, int], tuple[int, int]]:
-    """``(node, GPU id) -> (physical id, bundle)``: a spare's group holds the whole node."""
-    if group is None:
-        return {}
-    return {(s.node_rank, s.gpu_id): (s.gpu_id, s.index) for s in group.slots}
-
-
 def spare_requests(
     replaces: Mapping[int, Sequence[int]],
     workers: Iterable[Worker],
@@ -252,7 +245,7 @@ def spare_requests(
     out: dict[int, dict[int, list[WorkerRequest]]] = {}
     for spare, used in replaces.items():
         group = spare_groups.get(spare)
-        held = _held(group)
+        held = held_slots(group)
         out[spare] = {
             node: [_seated(r, spare, group, held) for r in by_node.get(node, [])] for node in used
         }

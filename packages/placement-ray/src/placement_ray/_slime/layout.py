@@ -23,12 +23,23 @@ Where the nodes name NVLink domains, an engine of several nodes takes nodes of o
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ray.util.placement_group import PlacementGroup
 
-from placement_core import accelerator_kind, ray_resource, registered_accelerators
+from placement_core import (
+    Placement,
+    PlacementError,
+    accelerator_kind,
+    parse_rank_list,
+    ray_resource,
+    registered_accelerators,
+)
+from placement_ray._accelerators import node_resource
 from placement_ray._cluster import Cluster
 from placement_ray._feasibility import check_feasible
 from placement_ray._placement_groups import (
@@ -36,31 +47,44 @@ from placement_ray._placement_groups import (
     OrderedPlacementGroup,
     create_placement_group,
     node_totals,
+    remove_groups,
+    reserve_nodes,
 )
 from placement_ray._rayapi import available_per_node
+from placement_ray._recover import RecoveryReport, reserve_spares
+from placement_ray._request import Seat, seat_for
 from placement_ray.errors import ArgumentError, EngineAlignmentError, UnknownRoleError
 
 from .alignment import Domains, align_engines
+
+if TYPE_CHECKING:
+    from .rollout import RolloutEngines
+    from .train_group import TrainGroup
 
 __all__ = [
     "RoleBundles",
     "SlimeLayout",
     "create_placement_groups",
+    "role_seats",
     "slime_bundle_counts",
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class RoleBundles:
-    """One role's share of the placement group, in rank order.
+    """One role's share of the layout's bundles, in rank order.
 
     Attributes:
         role: ``"actor"``, ``"critic"`` or ``"rollout"``.
-        pg: The (shared) placement group.
-        bundle_indices: Bundle index for rank 0, 1, ...
+        pg: The (shared) placement group. In a layout with spare nodes, where each node's
+            bundles are a group of their own, the group of the role's first bundle (each
+            bundle's group is in ``groups``).
+        bundle_indices: Bundle index for rank 0, 1, ... (in its own group).
         node_ranks: Node rank of each of those bundles.
         node_ids: Ray node id of each of those bundles.
         gpu_ids: Physical GPU index (on its node) of each of those bundles.
+        groups: In a layout with spare nodes, the placement group of each of those
+            bundles (its node's group); empty where every bundle is in ``pg``.
     """
 
     role: str
@@ -69,15 +93,20 @@ class RoleBundles:
     node_ranks: tuple[int, ...]
     node_ids: tuple[str, ...]
     gpu_ids: tuple[int, ...]
+    groups: tuple[PlacementGroup, ...] = ()
 
     def __len__(self) -> int:
         return len(self.bundle_indices)
+
+    def group_at(self, position: int) -> PlacementGroup:
+        """The placement group holding the role's ``position``-th bundle."""
+        return self.groups[position] if self.groups else self.pg
 
     @classmethod
     def from_slots(
         cls, role: str, pg: PlacementGroup, slots: tuple[BundleSlot, ...]
     ) -> RoleBundles:
-        """The role's view of some ordered bundles."""
+        """The role's view of some ordered bundles of one group."""
         return cls(
             role=role,
             pg=pg,
@@ -87,25 +116,70 @@ class RoleBundles:
             gpu_ids=tuple(s.gpu_id for s in slots),
         )
 
+    @classmethod
+    def from_positions(
+        cls,
+        role: str,
+        positions: Sequence[tuple[PlacementGroup, BundleSlot]],
+        default: PlacementGroup,
+    ) -> RoleBundles:
+        """The role's view of ordered ``(group, bundle)`` positions, each in its own node's
+        group (``default``: the ``pg`` of a role without bundles)."""
+        return cls(
+            role=role,
+            pg=positions[0][0] if positions else default,
+            bundle_indices=tuple(s.index for _, s in positions),
+            node_ranks=tuple(s.node_rank for _, s in positions),
+            node_ids=tuple(s.node_id for _, s in positions),
+            gpu_ids=tuple(s.gpu_id for _, s in positions),
+            groups=tuple(pg for pg, _ in positions),
+        )
 
-@dataclass(frozen=True, slots=True)
+
+def role_seats(bundles: RoleBundles) -> Callable[[Placement], Seat]:
+    """Where a worker placed on the role's GPUs sits: the bundle of its first GPU, in the
+    group holding its node's bundles."""
+    held: dict[tuple[int, int], tuple[int, int]] = {}
+    groups: dict[int, PlacementGroup] = {}
+    for i, (index, node, gpu) in enumerate(
+        zip(bundles.bundle_indices, bundles.node_ranks, bundles.gpu_ids, strict=True)
+    ):
+        held[(node, gpu)] = (gpu, index)
+        groups.setdefault(node, bundles.group_at(i))
+
+    def seat(placement: Placement) -> Seat:
+        return seat_for(placement, groups.get(placement.node_rank, bundles.pg), held)
+
+    return seat
+
+
+@dataclass(slots=True, eq=False)
 class SlimeLayout:
-    """What ``create_placement_groups`` returns: the group and each role's slice.
+    """What ``create_placement_groups`` returns: the group(s) and each role's slice.
 
     Index it like slime's dict: ``layout["actor"]``, ``layout["rollout"]`` and, where
-    made with ``use_critic``, ``layout["critic"]``.
+    made with ``use_critic``, ``layout["critic"]``. Made with ``spare_nodes``, each node's
+    bundles are a placement group of their own and each spare is reserved whole, so that
+    :meth:`recover` can put a lost node's workers on a spare; :meth:`recover` updates the
+    layout in place.
 
     Attributes:
-        group: The placement group and all its bundles in order.
+        group: The placement group and all its bundles in order; with spare nodes, the
+            group of the layout's first node (every group: ``placement_groups``).
         actor: The trainer's bundles, rank by rank.
         rollout: The rollout engines' bundles; engine ``i`` of ``k`` GPUs takes positions
             ``i*k .. i*k+k-1``, all on one node (or whole nodes).
         mode: The layout's row of the table (``"disaggregated"``, ``"colocate"``, ...).
         critic: The critic's bundles (the trainer's, as in slime), or None.
-        rollout_start: Position in ``group.slots`` where the rollout's slice starts.
+        rollout_start: Position in the ordered bundles where the rollout's slice starts.
         engine_size: GPUs per rollout engine the layout keeps within nodes.
         cluster: The cluster view that reserved the group (the train group and rollout
             engines default to it, so their GPU shares are checked against each other).
+        node_groups: With spare nodes: node rank -> the group of that node's bundles
+            (empty without spares).
+        spare_groups: With spare nodes: spare node rank -> the group reserving every
+            accelerator of it, until a recovery takes it over.
+        recoveries: The reports of the recoveries done so far, oldest first.
     """
 
     group: OrderedPlacementGroup
@@ -115,7 +189,10 @@ class SlimeLayout:
     critic: RoleBundles | None = None
     rollout_start: int = 0
     engine_size: int = 1
-    cluster: Cluster | None = field(default=None, repr=False, compare=False)
+    cluster: Cluster | None = field(default=None, repr=False)
+    node_groups: dict[int, OrderedPlacementGroup] = field(default_factory=dict)
+    spare_groups: dict[int, OrderedPlacementGroup] = field(default_factory=dict)
+    recoveries: list[RecoveryReport] = field(default_factory=list)
 
     def __getitem__(self, role: str) -> RoleBundles:
         if role == "actor":
@@ -130,9 +207,70 @@ class SlimeLayout:
             f"role: unknown role {role!r}; expected 'actor', 'critic' or 'rollout'"
         )
 
+    @property
+    def placement_groups(self) -> tuple[OrderedPlacementGroup, ...]:
+        """Every group the layout holds: the one group, or each node's then each spare's."""
+        if not self.node_groups:
+            return (self.group,)
+        return (
+            *(g for _, g in sorted(self.node_groups.items())),
+            *(g for _, g in sorted(self.spare_groups.items())),
+        )
+
+    @property
+    def spare_nodes(self) -> tuple[int, ...]:
+        """The spare nodes still free, ascending."""
+        return tuple(sorted(self.spare_groups))
+
+    def recover(
+        self, *groups: TrainGroup | RolloutEngines, timeout_s: float | None = 120.0
+    ) -> RecoveryReport:
+        """Re-create the given groups' workers of lost nodes on spare nodes.
+
+        The lost nodes are the layout's nodes (used or spare) Ray no longer lists alive.
+        Core's ``replan`` maps each to a compatible spare (same accelerators; lowest rank
+        first), as ``placement plan --lose`` would. Each train rank there is issued again
+        on the spare (same class, arguments and environment: ``RANK``, ``LOCAL_RANK``,
+        ``WORLD_SIZE``, visibility; a moved rank 0 holds a new ``MASTER_PORT`` and the
+        survivors are told the new ``MASTER_ADDR``/``MASTER_PORT``). Each rollout engine
+        with a GPU there is re-created whole: its size and GPU order are kept, its
+        actors on other nodes are re-created too (an engine lives or dies whole), and
+        its ``dist_init_addr`` is made anew from its first node. Survivors keep their
+        processes and handles; the layout's roles, the train group's ranks and the
+        engines' order follow the new seats.
+
+        Pass every train group and rollout engine set running on the layout: workers of
+        a group not passed stay lost.
+
+        Args:
+            *groups: The ``TrainGroup`` (s) and ``RolloutEngines`` made on this layout.
+            timeout_s: Limit for the new workers to start (and, separately, their
+                ``__init__``).
+
+        Returns:
+            Which ranks moved from which node to which spare, which engine actors were
+            re-created on their own nodes, the re-announced master addresses and the
+            seconds taken (empty when no node is lost).
+
+        Raises:
+            ArgumentError: something other than a train group or rollout engines of this
+                layout, two groups of one role, or a killed group.
+            NoSpareNodeError: a lost node has no compatible spare (or the layout was made
+                without ``spare_nodes``); nothing was changed.
+            WorkerStartError / WorkerStartTimeoutError: a re-created worker did not start.
+            WorkerCallError: a survivor could not be told its new master address.
+        """
+        from .recover import recover_layout  # recover builds on train_group and rollout
+
+        return recover_layout(self, groups, timeout_s=timeout_s)
+
     def remove(self) -> None:
-        """Remove the placement group."""
-        self.group.remove()
+        """Remove the placement group(s), spares' included."""
+        if self.cluster is not None:
+            remove_groups(self.cluster, self.placement_groups)
+        else:
+            for group in self.placement_groups:
+                group.remove()
 
 
 def _count(name: str, value: object, minimum: int) -> int:
@@ -231,12 +369,15 @@ def _fits(resources: Mapping[str, float], cpus_per_bundle: float, resource: str)
 
 
 def _capacities(
-    cluster: Cluster, cpus_per_bundle: float, resource: str
+    cluster: Cluster, cpus_per_bundle: float, resource: str, exclude: frozenset[int] = frozenset()
 ) -> tuple[list[int], list[int]]:
-    """Per node rank, how many ``{resource: 1, "CPU": c}`` bundles fit now and ever."""
+    """Per node rank, how many ``{resource: 1, "CPU": c}`` bundles fit now and ever (none
+    on the ``exclude`` nodes: spares)."""
     available = available_per_node()
     now = [_fits(available.get(n.node_id, {}), cpus_per_bundle, resource) for n in cluster.nodes]
     ever = [_fits(total, cpus_per_bundle, resource) for total in node_totals(cluster)]
+    now = [0 if rank in exclude else fits for rank, fits in enumerate(now)]
+    ever = [0 if rank in exclude else fits for rank, fits in enumerate(ever)]
     return now, ever
 
 
@@ -269,15 +410,17 @@ def _pins(
     engine_size: int,
     shape: Mapping[str, int],
     resource: str,
+    exclude: frozenset[int] = frozenset(),
 ) -> tuple[list[int], bool]:
     """Node of each position so that engines keep to nodes, and whether that is dense.
 
     Planned over what is free now where that works (the group is placed at once), else
     over the nodes' totals (it waits for running work); an engine bigger than a node is
     always planned over the totals, as it takes whole nodes. Dense: filling nodes in order
-    gives the same nodes, so Ray's own ``PACK`` may well place it without pins.
+    gives the same nodes, so Ray's own ``PACK`` may well place it without pins. The
+    ``exclude`` nodes (spares) get no position.
     """
-    now, ever = _capacities(cluster, cpus_per_bundle, resource)
+    now, ever = _capacities(cluster, cpus_per_bundle, resource, exclude)
     # A multi-node engine takes whole nodes: only the totals say what is whole.
     if engine_size <= max(ever, default=0):
         try:
@@ -336,6 +479,40 @@ def _check_engines(rollout: RoleBundles, engine_size: int, domains: Domains) -> 
             )
 
 
+def _check_cpus(cpus_per_bundle: object) -> float:
+    if (
+        isinstance(cpus_per_bundle, bool)
+        or not isinstance(cpus_per_bundle, int | float)
+        or not math.isfinite(cpus_per_bundle)
+        or cpus_per_bundle < 0
+    ):
+        raise ArgumentError(
+            f"cpus_per_bundle: expected a finite number >= 0, got {cpus_per_bundle!r}"
+        )
+    return float(cpus_per_bundle)
+
+
+def _spare_ranks(value: object, cluster: Cluster, resource: str) -> frozenset[int]:
+    """``spare_nodes`` checked: nodes of the cluster that hold the layout's accelerators."""
+    if value is None or (isinstance(value, list | tuple) and not value):
+        return frozenset()
+    try:
+        ranks = parse_rank_list(value, available=range(cluster.num_nodes), path="spare_nodes")
+    except PlacementError as exc:
+        raise ArgumentError(
+            f"{exc} (expected a rank list such as '3' or '3-4', or a list of node ranks)"
+        ) from None
+    bare = [r for r in ranks if node_resource(cluster.node(r)) != resource]
+    empty = [r for r in ranks if not cluster.node(r).accelerators]
+    if bare or empty:
+        rank = (empty or bare)[0]
+        raise ArgumentError(
+            f"spare_nodes: node {rank} holds no {resource} accelerators; a spare stands in "
+            f"for a node of the layout, so it needs the same accelerators (got {value!r})"
+        )
+    return frozenset(ranks)
+
+
 def create_placement_groups(
     actor_num_nodes: int,
     actor_num_gpus_per_node: int,
@@ -352,6 +529,7 @@ def create_placement_groups(
     strategy: str = "PACK",
     timeout_s: float | None = 60.0,
     accelerator: str | None = None,
+    spare_nodes: str | int | Sequence[int | str] | None = None,
 ) -> SlimeLayout:
     """slime's placement groups, ordered by (node rank, physical GPU).
 
@@ -382,6 +560,12 @@ def create_placement_groups(
         accelerator: The accelerator type the bundles reserve (``nvidia``, ``ascend``,
             ...): each bundle asks for one device of its Ray resource (``GPU``, ``NPU``,
             ...). None: the one type the cluster's nodes have.
+        spare_nodes: Nodes kept for takeover (a rank list such as ``"3-4"``, or node
+            ranks): the layout uses none of their GPUs, and each is reserved whole in a
+            placement group of its own; each used node's bundles are then a group of
+            their own too (a lost node's bundles in a shared group could not be removed
+            alone), so that :meth:`SlimeLayout.recover` can move a lost node's workers
+            to a spare. Needs strategy ``PACK`` or ``SPREAD``.
 
     Returns:
         The layout: ``layout["actor"]``, ``layout["rollout"]`` (and ``layout["critic"]``)
@@ -389,7 +573,9 @@ def create_placement_groups(
         physical GPU index.
 
     Raises:
-        ArgumentError: bad counts or flags, or no single accelerator type to reserve.
+        ArgumentError: bad counts or flags, no single accelerator type to reserve, or
+            bad ``spare_nodes`` (not node ranks of the cluster, a node without the
+            layout's accelerators, or a strategy that cannot pin).
         InfeasiblePlacementGroupError: the cluster can never hold the group.
         EngineAlignmentError: it can, but not with every engine within a node (or whole
             nodes of one NVLink domain); the message lists the engine sizes that fit (and
@@ -407,26 +593,25 @@ def create_placement_groups(
     )
     engine_size = _count("rollout_num_gpus_per_engine", rollout_num_gpus_per_engine, 1)
     _flag("use_critic", use_critic)
-    if (
-        isinstance(cpus_per_bundle, bool)
-        or not isinstance(cpus_per_bundle, int | float)
-        or not math.isfinite(cpus_per_bundle)
-        or cpus_per_bundle < 0
-    ):
-        raise ArgumentError(
-            f"cpus_per_bundle: expected a finite number >= 0, got {cpus_per_bundle!r}"
-        )
+    cpus = _check_cpus(cpus_per_bundle)
     if cluster is None:
         cluster = Cluster()
     resource = layout_resource(cluster, accelerator)
-    bundle = {resource: 1.0, "CPU": float(cpus_per_bundle)} if cpus_per_bundle else {resource: 1.0}
+    spares = _spare_ranks(spare_nodes, cluster, resource)
+    bundle = {resource: 1.0, "CPU": cpus} if cpus else {resource: 1.0}
+    shape = {"actors": actors, "start": start, "rollouts": rollouts, "total": total}
+    if spares:
+        return _per_node_layout(
+            cluster,
+            _Ask(mode, shape, engine_size, use_critic, bundle, resource, strategy, timeout_s),
+            spares,
+        )
     bundles = [bundle] * total
     pins: list[int] | None = None
     pinnable = strategy in ("PACK", "SPREAD")
-    shape = {"actors": actors, "start": start, "rollouts": rollouts, "total": total}
     if pinnable:
         check_feasible(bundles, node_totals(cluster), strategy=strategy)
-        pins, dense = _pins(cluster, float(cpus_per_bundle), engine_size, shape, resource)
+        pins, dense = _pins(cluster, cpus, engine_size, shape, resource)
         if dense:
             # Try Ray's own PACK first: Ray before ray-project/ray#55599 ignores pins.
             pins = None
@@ -441,7 +626,7 @@ def create_placement_groups(
         group.remove()
         if not pinnable or pins is not None:
             raise
-        pins, _ = _pins(cluster, float(cpus_per_bundle), engine_size, shape, resource)
+        pins, _ = _pins(cluster, cpus, engine_size, shape, resource)
         group = create_placement_group(
             cluster, bundles, strategy=strategy, pin_to=pins, timeout_s=timeout_s
         )
@@ -457,4 +642,68 @@ def create_placement_groups(
         rollout_start=start,
         engine_size=engine_size,
         cluster=cluster,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """What a layout asks for, once checked."""
+
+    mode: str
+    shape: Mapping[str, int]
+    engine_size: int
+    use_critic: bool
+    bundle: Mapping[str, float]
+    resource: str
+    strategy: str
+    timeout_s: float | None
+
+
+def _per_node_layout(cluster: Cluster, ask: _Ask, spares: frozenset[int]) -> SlimeLayout:
+    """The layout with spares: each used node's bundles and each spare in a group of its own."""
+    if ask.strategy not in ("PACK", "SPREAD"):
+        raise ArgumentError(
+            f"strategy: a layout with spare_nodes pins each node's bundles in a group of its "
+            f"own; expected 'PACK' or 'SPREAD', got {ask.strategy!r}"
+        )
+    shape, cpus = ask.shape, ask.bundle.get("CPU", 0.0)
+    totals = [{} if rank in spares else t for rank, t in enumerate(node_totals(cluster))]
+    check_feasible([ask.bundle] * shape["total"], totals, strategy=ask.strategy)
+    pins, _ = _pins(cluster, cpus, ask.engine_size, shape, ask.resource, spares)
+    deadline = None if ask.timeout_s is None else time.monotonic() + ask.timeout_s
+    groups = reserve_nodes(
+        cluster, Counter(pins), cpus_per_bundle=cpus, resource=ask.resource, timeout_s=ask.timeout_s
+    )
+    try:
+        left = None if deadline is None else max(deadline - time.monotonic(), 1.0)
+        spare_groups = reserve_spares(
+            cluster, sorted(spares), cpus_per_bundle=cpus, resource=ask.resource, timeout_s=left
+        )
+    except BaseException:
+        remove_groups(cluster, groups.values())
+        raise
+    positions = [(g.pg, slot) for _, g in sorted(groups.items()) for slot in g.slots]
+    first = groups[pins[0]]
+    start, end, actors = shape["start"], shape["start"] + shape["rollouts"], shape["actors"]
+    rollout = RoleBundles.from_positions("rollout", positions[start:end], first.pg)
+    try:
+        _check_engines(rollout, ask.engine_size, _domains(cluster))
+    except EngineAlignmentError:
+        remove_groups(cluster, [*groups.values(), *spare_groups.values()])
+        raise
+    return SlimeLayout(
+        group=first,
+        actor=RoleBundles.from_positions("actor", positions[:actors], first.pg),
+        rollout=rollout,
+        mode=ask.mode,
+        critic=(
+            RoleBundles.from_positions("critic", positions[:actors], first.pg)
+            if ask.use_critic
+            else None
+        ),
+        rollout_start=start,
+        engine_size=ask.engine_size,
+        cluster=cluster,
+        node_groups=groups,
+        spare_groups=spare_groups,
     )

@@ -31,13 +31,13 @@ from placement_core import (
 from placement_ray._allocate import Worker
 from placement_ray._cluster import Cluster
 from placement_ray._colocation import GpuShare, check_shares, validate_share
-from placement_ray._request import WorkerOptions, WorkerRequest, seat_for, worker_request
-from placement_ray._startup import start_workers
+from placement_ray._request import WorkerOptions, WorkerRequest, worker_request
+from placement_ray._startup import LateEnv, start_workers
 from placement_ray._worker import DIST_INIT_ADDR_ENV
 from placement_ray._worker_group import WorkerGroup
 from placement_ray.errors import ArgumentError
 
-from .layout import RoleBundles, SlimeLayout
+from .layout import RoleBundles, SlimeLayout, role_seats
 from .train_group import bundle_plan, used_shares
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "RolloutEngines",
     "create_rollout_engines",
     "default_port_blocks",
+    "dist_init_env",
     "engine_gpu_sets",
     "engine_requests",
 ]
@@ -114,6 +115,17 @@ class RolloutEngines:
     def kill(self) -> None:
         """Kill every engine actor (their held ports close with them)."""
         self.group.kill()
+
+    def _replace(
+        self, engines: Sequence[RolloutEngine], reports: Mapping[int, Mapping[str, Any]]
+    ) -> None:
+        """Put re-created engines in their places (``reports``: actor rank -> its report)."""
+        fresh = {e.index: e for e in engines}
+        moved = {w.rank: (w, reports[w.rank]) for e in engines for w in e.workers}
+        self.group._replace(
+            moved, master_addr=self.group.master_addr, master_port=self.group.master_port
+        )
+        self.engines = tuple(fresh.get(e.index, e) for e in self.engines)
 
 
 def _sub_inventory(cluster: Cluster, bundles: RoleBundles) -> tuple[Inventory, list[int]]:
@@ -256,17 +268,7 @@ def create_rollout_engines(
     )
     the_plan, requests = engine_requests(cluster, bundles, sets, options)
     engine_of = [e for e, parts in enumerate(sets) for _ in parts]
-    heads = {e: engine_of.index(e) for e in range(len(sets))}
-    addrs: dict[int, str] = {}
-
-    def dist_init(i: int, worker: Worker, first: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-        e = engine_of[i]
-        if e not in addrs:
-            head = first[heads[e]]
-            held = head["ports"].get(DIST_INIT_BLOCK)
-            addrs[e] = f"{head['ip']}:{held[0]}" if held else f"{head['ip']}:"
-        return {DIST_INIT_ADDR_ENV: addrs[e]}
-
+    dist_init, addrs = dist_init_env(dict(enumerate(engine_of)))
     started = start_workers(requests, cluster=cluster, late_env=dist_init, timeout_s=timeout_s)
     shared = _shared_with(layout, cluster, the_plan, sets)
     engines = []
@@ -284,6 +286,36 @@ def create_rollout_engines(
         )
     group = WorkerGroup("rollout", started.workers, cluster=cluster, reports=started.reports)
     return RolloutEngines(engines, group)
+
+
+def dist_init_env(engine_of: Mapping[int, int]) -> tuple[LateEnv, dict[int, str]]:
+    """Each engine actor's ``PLACEMENT_DIST_INIT_ADDR``, made from its engine's first actor.
+
+    Args:
+        engine_of: Index of a started worker -> its engine, for the engine actors among
+            the workers; an engine's first index is its node 0 (the dist-init block's
+            holder).
+
+    Returns:
+        The late environment for ``start_workers`` and, filled as it runs, engine ->
+        ``host:port``.
+    """
+    heads: dict[int, int] = {}
+    for i, e in sorted(engine_of.items()):
+        heads.setdefault(e, i)
+    addrs: dict[int, str] = {}
+
+    def dist_init(i: int, worker: Worker, first: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+        e = engine_of.get(i)
+        if e is None:
+            return {}
+        if e not in addrs:
+            head = first[heads[e]]
+            held = head["ports"].get(DIST_INIT_BLOCK)
+            addrs[e] = f"{head['ip']}:{held[0]}" if held else f"{head['ip']}:"
+        return {DIST_INIT_ADDR_ENV: addrs[e]}
+
+    return dist_init, addrs
 
 
 def _engine_blocks(port_blocks: Mapping[str, int] | None, dp_size: int) -> dict[str, int]:
@@ -316,10 +348,7 @@ def engine_requests(
     the_plan = plan_from_assignments(
         {"rollout": [part for parts in sets for part in parts]}, cluster.inventory
     )
-    held = {
-        (n, g): (g, i)
-        for i, n, g in zip(bundles.bundle_indices, bundles.node_ranks, bundles.gpu_ids, strict=True)
-    }
+    seat = role_seats(bundles)
     members = replace(
         options,
         port_blocks={k: v for k, v in options.port_blocks.items() if k != DIST_INIT_BLOCK},
@@ -335,7 +364,7 @@ def engine_requests(
                     "rollout",
                     p,
                     options if j == 0 else members,
-                    seat_for(p, bundles.pg, held),
+                    seat(p),
                     name=f"rollout engine {e}" + (f" node {j}" if len(parts) > 1 else ""),
                 )
             )

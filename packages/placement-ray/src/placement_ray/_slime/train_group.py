@@ -16,12 +16,12 @@ from typing import Any
 from placement_core import Plan, check_user_env, plan_from_assignments
 from placement_ray._cluster import Cluster
 from placement_ray._colocation import GpuShare, ShareLedger, check_shares, validate_share
-from placement_ray._request import WorkerOptions, WorkerRequest, seat_for, worker_request
+from placement_ray._request import WorkerOptions, WorkerRequest, worker_request
 from placement_ray._startup import start_workers
 from placement_ray._worker_group import WorkerGroup
 from placement_ray.errors import ArgumentError
 
-from .layout import RoleBundles, SlimeLayout
+from .layout import RoleBundles, SlimeLayout, role_seats
 
 __all__ = [
     "COLOCATE_TRAIN_SHARE",
@@ -98,14 +98,17 @@ def bundle_plan(cluster: Cluster, role: str, bundles: RoleBundles) -> Plan:
 
 def used_shares(shares: ShareLedger, bundles: RoleBundles) -> dict[tuple[int, int], float]:
     """GPU shares already handed out on a role's bundles, by ``(node rank, GPU)``."""
-    used = shares.used(bundles.pg.id.hex())
-    return {
-        (node_rank, gpu): used[index]
-        for index, node_rank, gpu in zip(
-            bundles.bundle_indices, bundles.node_ranks, bundles.gpu_ids, strict=True
-        )
-        if index in used
-    }
+    per_group: dict[str, dict[int, float]] = {}
+    out: dict[tuple[int, int], float] = {}
+    for i, (index, node_rank, gpu) in enumerate(
+        zip(bundles.bundle_indices, bundles.node_ranks, bundles.gpu_ids, strict=True)
+    ):
+        pg_id = bundles.group_at(i).id.hex()
+        if pg_id not in per_group:
+            per_group[pg_id] = shares.used(pg_id)
+        if index in per_group[pg_id]:
+            out[(node_rank, gpu)] = per_group[pg_id][index]
+    return out
 
 
 def create_train_group(
@@ -188,11 +191,5 @@ def train_requests(
     the_plan: Plan, role: str, bundles: RoleBundles, options: WorkerOptions
 ) -> list[WorkerRequest]:
     """One request per rank of ``role``: rank r seated in the role's ordered bundle r."""
-    held = {
-        (n, g): (g, i)
-        for i, n, g in zip(bundles.bundle_indices, bundles.node_ranks, bundles.gpu_ids, strict=True)
-    }
-    return [
-        worker_request(the_plan, role, p, options, seat_for(p, bundles.pg, held))
-        for p in the_plan.components[role]
-    ]
+    seat = role_seats(bundles)
+    return [worker_request(the_plan, role, p, options, seat(p)) for p in the_plan.components[role]]

@@ -40,7 +40,8 @@ SLIME_ARGS = (
     "use_critic",
 )
 """The attributes of slime's ``args`` that are read; every other one is ignored (and,
-where present, ``accelerator`` or ``device``: see :data:`DEVICE_ACCELERATORS`)."""
+where present, ``accelerator`` or ``device``: see :data:`DEVICE_ACCELERATORS`; a truthy
+``spare_nodes`` is refused: the drop-in keeps no spares)."""
 
 DEVICE_ACCELERATORS = {"npu": "ascend", "hpu": "gaudi", "xpu": "intel", "musa": "musa"}
 """A torch device name in ``args.device`` -> the accelerator type the bundles reserve
@@ -142,13 +143,21 @@ def create_placement_groups(
 
     Raises:
         ArgumentError: an attribute is missing or of the wrong type (named as
-            ``args.<name>``), or the flags contradict each other.
+            ``args.<name>``), the flags contradict each other, or ``args.spare_nodes``
+            is set (spares need placement_ray's own train group and rollout engines).
         InfeasiblePlacementGroupError: the cluster can never hold the group.
         EngineAlignmentError: the rollout engines cannot each keep to one node (or to
             whole nodes of one NVLink domain) here; the message lists the engine sizes
             that fit.
         PlacementGroupTimeoutError: not placed within ``timeout_s`` (and removed).
     """
+    if getattr(args, "spare_nodes", None):
+        raise ArgumentError(
+            f"args.spare_nodes: {args.spare_nodes!r}: slime's drop-in keeps no spares (slime's "
+            "own actors cannot be re-created on one); use placement_ray.create_placement_groups"
+            "(..., spare_nodes=...) with create_train_group / create_rollout_engines, and "
+            "SlimeLayout.recover after a node loss"
+        )
     flags = {name: _bool(args, name) for name in _FLAGS}
     no_engines = flags["debug_train_only"] or flags["rollout_external"]
     layout = _create(
