@@ -217,7 +217,7 @@ class Placements(Sequence[Placement]):
         self._set(columns)
 
     @classmethod
-    def from_columns(cls, columns: tuple[list[Any], ...]) -> Placements:
+    def _from_columns(cls, columns: tuple[list[Any], ...]) -> Placements:
         """Records from their segments' fields, one list per field (see ``_Segment``)."""
         if len(columns) != _FIELDS or len({len(c) for c in columns}) > 1:
             raise ValueError(f"expected {_FIELDS} columns of one length")
@@ -405,7 +405,7 @@ def build_placements(
             isolates(isolate)
             hardware_types(hardware_type)
             rank += count
-    return Placements.from_columns(columns)
+    return Placements._from_columns(columns)
 
 
 def _run_spans(entries: Sequence[Entry]) -> Iterator[tuple[int, int]]:
