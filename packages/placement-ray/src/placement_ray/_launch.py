@@ -301,6 +301,44 @@ def _reserve(
     return groups, mapping
 
 
+def _reserve_with_spares(
+    cluster: Cluster,
+    workers: Sequence[_Pending],
+    spare_nodes: Sequence[int],
+    *,
+    cpus_per_bundle: float,
+    timeout_s: float | None,
+    name: str,
+    lifetime: str | None,
+) -> tuple[
+    dict[int, OrderedPlacementGroup],
+    dict[tuple[int, int], tuple[int, int]],
+    dict[int, OrderedPlacementGroup],
+]:
+    """The used nodes' groups (see ``_reserve``), then each spare's; all or none."""
+    pgs, mapping = _reserve(
+        cluster,
+        workers,
+        cpus_per_bundle=cpus_per_bundle,
+        timeout_s=timeout_s,
+        name=name,
+        lifetime=lifetime,
+    )
+    try:
+        spares = reserve_spares(
+            cluster,
+            spare_nodes,
+            cpus_per_bundle=cpus_per_bundle,
+            timeout_s=timeout_s,
+            name=name,
+            lifetime=lifetime,
+        )
+    except BaseException:
+        remove_groups(cluster, pgs.values())
+        raise
+    return pgs, mapping, spares
+
+
 def _refuse_busy(the_plan: Plan) -> None:
     busy = busy_accelerators(the_plan.inventory, the_plan.components)
     if busy:
@@ -744,27 +782,15 @@ def launch(
         GpuShare(w.name, node, gpu, w.share) for w in pending for node, gpu in _gpus(w.placement)
     )
     check_interpreters(cluster, _interpreters(the_plan))
-    lifetime = "detached" if detached else None
-    pgs, mapping = _reserve(
+    pgs, mapping, spares = _reserve_with_spares(
         cluster,
         pending,
+        the_plan.config.spare_nodes,
         cpus_per_bundle=cpus_per_bundle,
         timeout_s=pg_timeout_s,
         name=name or "",
-        lifetime=lifetime,
+        lifetime="detached" if detached else None,
     )
-    try:
-        spares = reserve_spares(
-            cluster,
-            the_plan.config.spare_nodes,
-            cpus_per_bundle=cpus_per_bundle,
-            timeout_s=pg_timeout_s,
-            name=name or "",
-            lifetime=lifetime,
-        )
-    except BaseException:
-        remove_groups(cluster, pgs.values())
-        raise
     requests = [_request(the_plan, w, options[w.component], pgs, mapping) for w in pending]
     started = start_workers(
         requests,
