@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -562,7 +563,11 @@ def strip_lines(text: str) -> list[str]:
 
 NODE_DEATH_WAIT_S = 30.0
 """How long a worker whose connection broke waits for Ray to declare its node dead (Ray
-needs about 15 s) before the failure is reported as the worker's own."""
+needs about 15 s) before the failure is reported as the worker's own; not at all when the
+node's raylet still answers (the worker's own process died)."""
+
+RAYLET_PROBE_S = 2.0
+"""How long a connection to a node's raylet may take to say the node is up."""
 
 _CONNECTION_SIGNS = (
     "socket closed",
@@ -588,6 +593,11 @@ def node_lost(worker: Worker, exc: BaseException | None = None) -> bool:
         and not isinstance(exc, ray.exceptions.RayTaskError)  # the user's code raised
         and any(sign in str(exc).lower() for sign in _CONNECTION_SIGNS)
     ):
+        node = next((n for n in alive_nodes() if n["NodeID"] == worker.node_id), None)
+        if node is None:
+            return True
+        if _raylet_answers(node):  # the node is up: the worker's own process died
+            return False
         deadline += NODE_DEATH_WAIT_S
     while True:
         if worker.node_id not in {n["NodeID"] for n in alive_nodes()}:
@@ -595,6 +605,19 @@ def node_lost(worker: Worker, exc: BaseException | None = None) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.5)
+
+
+def _raylet_answers(node: Mapping[str, Any], timeout_s: float = RAYLET_PROBE_S) -> bool:
+    """Whether the node's raylet accepts a TCP connection: a node whose raylet answers is
+    alive, whatever its workers did (a crashed worker reads like a lost node at first)."""
+    address, port = node.get("NodeManagerAddress"), node.get("NodeManagerPort")
+    if not address or not port:
+        return False
+    try:
+        with socket.create_connection((str(address), int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 def _lost_or(worker: Worker, exc: BaseException, when: str, otherwise: str) -> str:
