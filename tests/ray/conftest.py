@@ -4,7 +4,7 @@ Tests take ``placement_cluster`` (the ``pytest11`` plugin of placement-ray): one
 loopback cluster per session, 3 labelled nodes of 4 logical GPUs and 4 CPUs each (the
 shared-IP case that must stay correct; ``SHAPE``, given to every test here that names no
 shape of its own), cleaned up after every test. Module-scoped fixtures use ``cluster``,
-the same view without per-test cleanup.
+the same view without per-test cleanup. Tests that kill nodes share the ``LOSSY`` shape.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 NUM_NODES = 3
 GPUS_PER_NODE = 4
 SHAPE = {"nodes": NUM_NODES, "gpus_per_node": GPUS_PER_NODE, "cpus_per_node": 4}
+LOSSY = {"nodes": 4, "gpus_per_node": 2, "cpus_per_node": 2, "timeout_s": 240}
+"""The shape of the tests that kill nodes (``SimulatedCluster.kill_node``): marked with it,
+they run one after another on one cluster, each starting its killed nodes again after."""
 HERE = Path(__file__).parent
 
 
@@ -47,6 +51,15 @@ def simulated(placement_cluster_factory: PlacementClusterFactory) -> SimulatedCl
 def cluster(placement_cluster_factory: PlacementClusterFactory) -> Cluster:
     """The session cluster's ``Cluster``, for module-scoped fixtures (no per-test cleanup)."""
     return placement_cluster_factory(**SHAPE)
+
+
+def restore_nodes(simulated: SimulatedCluster, ranks: Iterable[int]) -> None:
+    """Start again those of ``ranks`` that a test killed (its job view is rebuilt)."""
+    view = simulated.view()
+    alive = view.alive_node_ids()
+    for rank in ranks:
+        if view.node(rank).node_id not in alive:
+            simulated.restore_node(rank)
 
 
 def run_python(code: str, env: dict[str, str], timeout_s: float = 120.0) -> str:

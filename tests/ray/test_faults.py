@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,6 +44,8 @@ from placement_ray.errors import (
     WorkerTimeoutError,
 )
 from placement_ray.testing import SimulatedCluster
+
+from .conftest import LOSSY, restore_nodes
 
 # ------------------------------------------------------------------ shared GPUs
 TWO_ON_GPU_1 = {"cluster": {"num_nodes": 1, "component_placement": {"x": "0-1:0", "y": "1"}}}
@@ -238,34 +239,26 @@ def test_a_bad_call_timeout_is_refused(placement_cluster: Cluster, bad: Any) -> 
 
 # ------------------------------------------------------------------ node loss
 @pytest.fixture
-def extra_node() -> Iterator[tuple[Any, Any, Cluster]]:
-    """A cluster of its own (4 labelled nodes x 2 GPUs) whose node 3 the test may remove."""
-    job = f"faults-{uuid.uuid4().hex[:8]}"
-    with SimulatedCluster(nodes=4, gpus_per_node=2, cpus_per_node=2, job=job) as simulated:
-        view = simulated.view()
-        sim = simulated.ray_cluster
-        node = next(n for n in sim.worker_nodes if n.node_id == view.node(3).node_id)
-        yield sim, node, view
+def extra_node(placement_cluster_factory: Any) -> Iterator[tuple[SimulatedCluster, Cluster]]:
+    """The lossy cluster (4 labelled nodes x 2 GPUs), whose node 3 the test may kill; it is
+    started again after the test."""
+    simulated = placement_cluster_factory.simulated(**LOSSY)
+    try:
+        yield simulated, simulated.view()
+    finally:
+        restore_nodes(simulated, (3,))
 
 
-def _remove(sim: Any, node: Any, view: Cluster) -> None:
-    node_id = node.node_id
-    sim.remove_node(node)
-    deadline = time.monotonic() + 120
-    while node_id in view.alive_node_ids():
-        assert time.monotonic() < deadline, "node removal not noticed in 120s"
-        time.sleep(0.5)
-
-
+@pytest.mark.placement_cluster(**LOSSY)
 def test_a_lost_node_takes_only_its_own_workers(extra_node: Any) -> None:
-    sim, node, view = extra_node
+    simulated, view = extra_node
     assignments = {"actor": [(0, (0,)), (0, (1,)), (3, (0,)), (3, (1,))]}
     job = launch(plan_from_assignments(assignments, view.inventory), {"actor": DemoWorker}, view)
     with job:
         assert sorted(job.placement_groups) == [0, 3]
         group = job["actor"]
         lost = [(w.rank, w.node_rank, w.gpu_ids) for w in group if w.node_rank == 3]
-        _remove(sim, node, view)
+        simulated.kill_node(3)
         with pytest.raises(NodeLostError) as caught:
             group.execute("ping", timeout_s=300)
         affected = [(a["rank"], a["node_rank"], a["gpu_ids"]) for a in caught.value.affected]
@@ -285,8 +278,9 @@ class SlowStart:
         time.sleep(3600)
 
 
+@pytest.mark.placement_cluster(**LOSSY)
 def test_node_loss_during_init_says_so(extra_node: Any, tmp_path: Path) -> None:
-    sim, node, view = extra_node
+    simulated, view = extra_node
     marker = tmp_path / "started"
     the_plan = plan_from_assignments({"slow": [(3, (0,))]}, view.inventory)
 
@@ -294,7 +288,7 @@ def test_node_loss_during_init_says_so(extra_node: Any, tmp_path: Path) -> None:
         deadline = time.monotonic() + 300
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
-        sim.remove_node(node)
+        simulated.kill_node(3)
 
     remover = threading.Thread(target=remove_once_started, daemon=True)
     remover.start()
@@ -305,15 +299,16 @@ def test_node_loss_during_init_says_so(extra_node: Any, tmp_path: Path) -> None:
     assert "was lost during its __init__" in str(caught.value)
 
 
+@pytest.mark.placement_cluster(**LOSSY)
 def test_the_jobs_view_stays_beside_the_head_and_is_rebuilt_when_lost(
     extra_node: Any,
 ) -> None:
-    sim, node, view = extra_node
+    simulated, view = extra_node
     from ray._private import state
 
     info = state.actors(actor_id=view._state_actor._actor_id.hex())
     assert info["Address"]["NodeID"] == view.node(0).node_id
-    _remove(sim, node, view)
+    simulated.kill_node(3)
     again = Cluster(None, job=view.job, timeout_s=60, export_env=False)
     assert again.num_nodes == 4
     ray.kill(view._state_actor, no_restart=True)

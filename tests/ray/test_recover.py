@@ -1,6 +1,6 @@
 """Live takeover of a lost node: spares reserved, lost ranks re-created, survivors untouched.
 
-One cluster of its own for the module (4 labelled nodes x 2 GPUs): the actor uses nodes
+On the suite's lossy shape (4 labelled nodes x 2 GPUs, ``LOSSY``): the actor uses nodes
 0-2, the rollout (colocated) nodes 1-2 with its rank 0 on node 1; node 3 is the spare.
 The tests run in order on one launch: node 1 is lost (a call finds it,
 ``on_node_loss="recover"`` moves its ranks to node 3), then node 2 is lost (no spare
@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,6 +30,10 @@ from placement_ray import (
 )
 from placement_ray.errors import ArgumentError, PlacementRayError
 from placement_ray.testing import SimulatedCluster
+
+from .conftest import LOSSY, restore_nodes
+
+pytestmark = pytest.mark.placement_cluster(**LOSSY)
 
 CONFIG = {
     "cluster": {
@@ -83,33 +85,27 @@ class Probe:
 
 
 @pytest.fixture(scope="module")
-def lossy() -> Iterator[tuple[Any, Cluster, Launch, dict[str, list[dict[str, Any]]]]]:
-    """The module's cluster and launch, and every rank's view from inside before a loss."""
-    job = f"recover-{uuid.uuid4().hex[:8]}"
-    with SimulatedCluster(
-        nodes=4, gpus_per_node=2, cpus_per_node=2, job=job, timeout_s=240
-    ) as simulated:
-        view = simulated.view()
-        started = launch(
-            CONFIG,
-            {"actor": Probe, "rollout": Probe},
-            view,
-            colocate=[["actor", "rollout"]],
-            on_node_loss="recover",
-            timeout_s=300,
-        )
+def lossy(
+    placement_cluster_factory: Any,
+) -> Iterator[tuple[SimulatedCluster, Cluster, Launch, dict[str, list[dict[str, Any]]]]]:
+    """The lossy cluster, the module's launch, and every rank's view from inside before a
+    loss; the killed nodes are started again afterwards."""
+    simulated = placement_cluster_factory.simulated(**LOSSY)
+    view = simulated.view()
+    started = launch(
+        CONFIG,
+        {"actor": Probe, "rollout": Probe},
+        view,
+        colocate=[["actor", "rollout"]],
+        on_node_loss="recover",
+        timeout_s=300,
+    )
+    try:
         with started:
             before = {c: started[c].execute("seen", timeout_s=300) for c in ("actor", "rollout")}
-            yield simulated.ray_cluster, view, started, before
-
-
-def _kill(sim: Any, view: Cluster, rank: int) -> None:
-    node_id = view.node(rank).node_id
-    sim.remove_node(next(n for n in sim.worker_nodes if n.node_id == node_id))
-    deadline = time.monotonic() + 180
-    while node_id in view.alive_node_ids():
-        assert time.monotonic() < deadline, f"node {rank}'s removal not noticed in 180s"
-        time.sleep(0.5)
+            yield simulated, view, started, before
+    finally:
+        restore_nodes(simulated, (1, 2))
 
 
 def test_each_spare_is_reserved_whole_in_its_own_pinned_group(lossy: Any) -> None:
@@ -138,7 +134,7 @@ def test_a_lost_node_moves_its_ranks_to_the_spare_keeping_their_environment(
     lossy: Any,
 ) -> None:
     sim, view, job, before = lossy
-    _kill(sim, view, 1)
+    sim.kill_node(1)
     with pytest.raises(NodeLostError) as caught:
         job["actor"].execute("seen", timeout_s=300)
     report = caught.value.recovery
@@ -196,10 +192,10 @@ def test_the_manifest_follows_the_recovery(lossy: Any) -> None:
 
 
 def test_no_compatible_spare_is_a_typed_error_and_changes_nothing(lossy: Any) -> None:
-    sim, view, job, _ = lossy
+    sim, _view, job, _ = lossy
     workers = {c: g.workers for c, g in job.worker_groups.items()}
     groups, spares, the_plan = dict(job.placement_groups), dict(job.spare_groups), job.plan
-    _kill(sim, view, 2)
+    sim.kill_node(2)
     with pytest.raises(NoSpareNodeError) as caught:
         job.recover(timeout_s=300)
     assert isinstance(caught.value, PlacementRayError)

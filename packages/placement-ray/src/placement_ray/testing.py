@@ -41,6 +41,7 @@ from placement_core import RAY_RESOURCES, ray_resource, registered_accelerators
 from placement_ray import ArgumentError, Cluster, ClusterError
 
 from ._discovery import ACCELERATOR_TYPE_LABEL
+from ._rayapi import alive_nodes
 
 if TYPE_CHECKING:
     from placement_native.testing import FakeNvml
@@ -231,6 +232,7 @@ class SimulatedCluster:
         _require_loopback()
         self.fakes: list[FakeNvml | None] = []
         self._view: Cluster | None = None
+        self._nodes: dict[int, Any] = {}
         try:
             self.fakes = [self._fake(m) for m in self.spec.machines()]
             self.ray_cluster = self._start()
@@ -292,9 +294,9 @@ class SimulatedCluster:
         cluster = RayCluster()
         try:
             with _quiet_detection():
-                cluster.add_node(**self.node_args(0), include_dashboard=False)
+                self._nodes = {0: cluster.add_node(**self.node_args(0), include_dashboard=False)}
                 for rank in range(1, self.spec.nodes):
-                    cluster.add_node(**self.node_args(rank))
+                    self._nodes[rank] = cluster.add_node(**self.node_args(rank))
             cluster.wait_for_nodes(timeout=self.spec.timeout_s)
         except Exception as exc:
             cluster.shutdown()  # type: ignore[no-untyped-call]
@@ -390,6 +392,51 @@ class SimulatedCluster:
                     "the test started outlives it"
                 )
             time.sleep(0.1)
+
+    # ------------------------------------------------------------------------ node loss
+    def kill_node(self, rank: int) -> None:
+        """Kill node ``rank`` (its raylet and every process on it), as a lost machine goes,
+        and wait until Ray no longer lists it alive.
+
+        Raises:
+            ArgumentError: no live node of that rank here (the head node, rank 0, stays).
+            ClusterError: Ray still lists it alive ``timeout_s`` (the spec's) later.
+        """
+        node = self._nodes.get(rank) if rank != 0 else None
+        if node is None:
+            alive = sorted(r for r in self._nodes if r != 0)
+            raise ArgumentError(
+                f"rank: expected a live node other than the head {alive}, got {rank!r}"
+            )
+        self.ray_cluster.remove_node(node)
+        del self._nodes[rank]
+        deadline = time.monotonic() + self.spec.timeout_s
+        while any(n["NodeID"] == node.node_id for n in alive_nodes()):
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"node {rank} ({node.node_id}) is still listed alive {self.spec.timeout_s:g}s "
+                    "after it was killed"
+                )
+            time.sleep(0.2)
+
+    def restore_node(self, rank: int) -> None:
+        """Start node ``rank`` again after :meth:`kill_node`: a fresh node (a new Ray node
+        id) with the spec's resources and label for that rank. The job's view is dropped:
+        the next :meth:`view` discovers the nodes again.
+
+        Raises:
+            ArgumentError: ``rank`` is not a node of the spec, or its node is alive.
+        """
+        if not (isinstance(rank, int) and 0 < rank < self.spec.nodes) or rank in self._nodes:
+            raise ArgumentError(
+                f"rank: expected a killed node of 1..{self.spec.nodes - 1}, got {rank!r}"
+            )
+        with _quiet_detection():
+            self._nodes[rank] = self.ray_cluster.add_node(**self.node_args(rank))
+        self.ray_cluster.wait_for_nodes(timeout=self.spec.timeout_s)
+        if self._view is not None:
+            self._view.shutdown()
+            self._view = None
 
     # --------------------------------------------------------------------- shutting down
     def shutdown(self) -> None:
