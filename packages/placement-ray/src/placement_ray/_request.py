@@ -36,7 +36,6 @@ from ._worker import COMPONENT_ENV, MASTER_PORT_BLOCK
 from .errors import ArgumentError
 
 __all__ = [
-    "DEFAULT_RESOURCE",
     "Seat",
     "WorkerOptions",
     "WorkerRequest",
@@ -44,9 +43,6 @@ __all__ = [
     "seat_for",
     "worker_request",
 ]
-
-DEFAULT_RESOURCE = "GPU"
-"""The Ray resource a worker's share is asked in (its bundles hold one of it each)."""
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -78,7 +74,6 @@ class WorkerOptions:
         bind_cpus: Bind it to the CPUs in ``PLACEMENT_CPU_AFFINITY`` before its
             ``__init__``.
         capture_child_tasks: Tasks it starts run in its placement group.
-        resource: The Ray resource its bundles hold and its share is asked in.
         actor_prefix: Name each actor ``<prefix><component>/<rank>`` in the job's Ray
             namespace (None: anonymous).
         detached: Create the actors with Ray's detached lifetime (they outlive the
@@ -96,7 +91,6 @@ class WorkerOptions:
     port_blocks: Mapping[str, tuple[int, bool]] = field(default_factory=dict)
     bind_cpus: bool = False
     capture_child_tasks: bool = False
-    resource: str = DEFAULT_RESOURCE
     actor_prefix: str | None = None
     detached: bool = False
 
