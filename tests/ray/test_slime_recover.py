@@ -1,6 +1,6 @@
 """slime's layout with spare nodes: a lost node's train ranks and rollout engines on a spare.
 
-One cluster of its own for the module (4 labelled nodes x 4 GPUs; node 0 is Ray's head,
+On a shape of its own (4 labelled nodes x 4 GPUs, started again after; node 0 is Ray's head,
 which cannot be removed, so it is a spare): the layout uses nodes 1-2 (trainer: node 1
 and GPUs 0-1 of node 2; rollout: GPUs 2-3 of node 2), nodes 0 and 3 are spares. The
 tests run in order on one layout:
@@ -14,8 +14,6 @@ tests run in order on one layout:
 from __future__ import annotations
 
 import os
-import time
-import uuid
 from argparse import Namespace
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,7 +43,12 @@ from placement_ray import (
 )
 from placement_ray._slime.recover import _again
 from placement_ray.compat.slime import create_placement_groups as slime_create
-from placement_ray.testing import SimulatedCluster
+
+from .conftest import restore_nodes
+
+SLIME_LOSSY = {"nodes": 4, "gpus_per_node": 4, "cpus_per_node": 2, "timeout_s": 240}
+"""Its own shape (4 labelled nodes x 4 GPUs): the module kills nodes 2, 1 and 3."""
+pytestmark = pytest.mark.placement_cluster(**SLIME_LOSSY)
 
 WATCHED = (
     "RANK",
@@ -97,42 +100,36 @@ def _seen(job: Job) -> dict[str, list[dict[str, Any]]]:
 
 
 @pytest.fixture(scope="module")
-def job() -> Iterator[Job]:
-    """The module's cluster, layout, train group and engines of 2 GPUs, seen from inside."""
-    name = f"slimerecover-{uuid.uuid4().hex[:8]}"
-    with SimulatedCluster(
-        nodes=4, gpus_per_node=4, cpus_per_node=2, job=name, timeout_s=240
-    ) as simulated:
-        view = simulated.view()
-        layout = create_placement_groups(
-            1,
-            6,
-            2,
-            rollout_num_gpus_per_engine=2,
-            cluster=view,
-            cpus_per_bundle=0,
-            spare_nodes="0,3",
-            timeout_s=240,
-        )
-        train = create_train_group(layout, Probe, timeout_s=300)
-        engines = create_rollout_engines(layout, Probe, num_gpus_per_engine=2, timeout_s=300)
-        state = Job(simulated.ray_cluster, view, layout, train, engines, {})
-        state.before = _seen(state)
-        try:
-            yield state
-        finally:
-            state.train.kill()
-            state.engines.kill()
-            layout.remove()
+def job(placement_cluster_factory: Any) -> Iterator[Job]:
+    """The module's cluster, layout, train group and engines of 2 GPUs, seen from inside;
+    the killed nodes are started again afterwards."""
+    simulated = placement_cluster_factory.simulated(**SLIME_LOSSY)
+    view = simulated.view()
+    layout = create_placement_groups(
+        1,
+        6,
+        2,
+        rollout_num_gpus_per_engine=2,
+        cluster=view,
+        cpus_per_bundle=0,
+        spare_nodes="0,3",
+        timeout_s=240,
+    )
+    train = create_train_group(layout, Probe, timeout_s=300)
+    engines = create_rollout_engines(layout, Probe, num_gpus_per_engine=2, timeout_s=300)
+    state = Job(simulated, view, layout, train, engines, {})
+    state.before = _seen(state)
+    try:
+        yield state
+    finally:
+        state.train.kill()
+        state.engines.kill()
+        layout.remove()
+        restore_nodes(simulated, (1, 2, 3))
 
 
 def _kill(job: Job, rank: int) -> None:
-    node_id = job.view.node(rank).node_id
-    job.sim.remove_node(next(n for n in job.sim.worker_nodes if n.node_id == node_id))
-    deadline = time.monotonic() + 180
-    while node_id in job.view.alive_node_ids():
-        assert time.monotonic() < deadline, f"node {rank}'s removal not noticed in 180s"
-        time.sleep(0.5)
+    job.sim.kill_node(rank)
 
 
 # ------------------------------------------------------------------ before any loss
