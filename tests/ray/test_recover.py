@@ -10,13 +10,11 @@ left: a typed error, nothing changed).
 from __future__ import annotations
 
 import json
-import os
 import pickle
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import ray
 from ray.util.placement_group import placement_group_table
 
 from placement_core import Move
@@ -32,6 +30,7 @@ from placement_ray.errors import ArgumentError, PlacementRayError
 from placement_ray.testing import SimulatedCluster
 
 from .conftest import LOSSY, restore_nodes
+from .probes import Probe
 
 pytestmark = pytest.mark.placement_cluster(**LOSSY)
 
@@ -52,36 +51,6 @@ CONFIG = {
         ],
     }
 }
-WATCHED = (
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "CUDA_VISIBLE_DEVICES",
-    "GROUP_VAR",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-)
-
-
-class Probe:
-    """Reports what it sees from inside; remembers re-announced environments."""
-
-    def __init__(self) -> None:
-        self.announced: list[dict[str, str]] = []
-
-    def seen(self) -> dict[str, Any]:
-        return {
-            "pid": os.getpid(),
-            "node_id": ray.get_runtime_context().get_node_id(),
-            "env": {k: os.environ.get(k) for k in WATCHED},
-        }
-
-    def placement_env_changed(self, env: dict[str, str]) -> None:
-        self.announced.append(env)
-
-    def announcements(self) -> list[dict[str, str]]:
-        return self.announced
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,12 @@ tests run in order on one layout:
 
 from __future__ import annotations
 
-import os
 from argparse import Namespace
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import ray
 from ray.util.placement_group import placement_group_table
 
 from placement_core import Move
@@ -45,41 +43,11 @@ from placement_ray._slime.recover import _again
 from placement_ray.compat.slime import create_placement_groups as slime_create
 
 from .conftest import restore_nodes
+from .probes import Probe
 
 SLIME_LOSSY = {"nodes": 4, "gpus_per_node": 4, "cpus_per_node": 2, "timeout_s": 240}
 """Its own shape (4 labelled nodes x 4 GPUs): the module kills nodes 2, 1 and 3."""
 pytestmark = pytest.mark.placement_cluster(**SLIME_LOSSY)
-
-WATCHED = (
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "CUDA_VISIBLE_DEVICES",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "PLACEMENT_DIST_INIT_ADDR",
-)
-
-
-class Probe:
-    """Reports what it sees from inside; remembers re-announced environments."""
-
-    def __init__(self) -> None:
-        self.announced: list[dict[str, str]] = []
-
-    def seen(self) -> dict[str, Any]:
-        return {
-            "pid": os.getpid(),
-            "node_id": ray.get_runtime_context().get_node_id(),
-            "env": {k: os.environ.get(k) for k in WATCHED},
-        }
-
-    def placement_env_changed(self, env: dict[str, str]) -> None:
-        self.announced.append(env)
-
-    def announcements(self) -> list[dict[str, str]]:
-        return self.announced
 
 
 @dataclass

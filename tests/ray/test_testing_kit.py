@@ -95,3 +95,14 @@ def test_the_plugin_is_registered_and_keeps_ray_on_loopback() -> None:
     plugins = {e.name: e.value for e in metadata.entry_points(group="pytest11")}
     assert plugins.get("placement_ray") == "_placement_ray_pytest"
     assert os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0"
+
+
+def test_kill_node_keeps_the_head_and_restore_node_only_a_killed_one(
+    simulated: kit.SimulatedCluster,
+) -> None:
+    with pytest.raises(ArgumentError, match=r"rank: expected a live node other than the head"):
+        simulated.kill_node(0)
+    with pytest.raises(ArgumentError, match=r"rank: expected a live node .* got 7"):
+        simulated.kill_node(7)
+    with pytest.raises(ArgumentError, match=r"rank: expected a killed node of 1\.\.2, got 1"):
+        simulated.restore_node(1)
