@@ -99,14 +99,16 @@ class Standbys:
             Request index -> its worker (a standby that became it).
         """
         taken: dict[int, Worker] = {}
-        try:
-            for index, request in enumerate(requests):
-                waiting = self.idle.get(standby_key(request))
-                if waiting:
-                    taken[index] = adopt(waiting.pop(), request, cluster=cluster)
-        except BaseException:
-            release(taken.values(), cluster.shares)
-            raise
+        for index, request in enumerate(requests):
+            waiting = self.idle.get(standby_key(request))
+            if not waiting:
+                continue
+            standby = waiting.pop()
+            try:
+                taken[index] = adopt(standby, request, cluster=cluster)
+            except BaseException:  # the one in hand and those adopted so far
+                release([standby, *taken.values()], cluster.shares)
+                raise
         self.stop({r.node_rank for r in requests}, cluster=cluster)
         return taken
 
@@ -115,7 +117,7 @@ class Standbys:
         ranks = None if node_ranks is None else set(node_ranks)
         stopped: list[Worker] = []
         for key, workers in list(self.idle.items()):
-            if ranks is None or key[0] in ranks:
+            if ranks is None or key[0] in ranks:  # a key starts with its node rank
                 stopped += workers
                 del self.idle[key]
         release(stopped, cluster.shares)
