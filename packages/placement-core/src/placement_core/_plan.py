@@ -249,7 +249,8 @@ class Plan:
 
     def _repr_html_(self) -> str:
         """The plan's picture in a notebook (Jupyter calls this)."""
-        # Imported here: the renderers build on this module.
+        # Imported on demand: importing placement_core loads no renderer (the renderers
+        # import this module for annotations only, so this makes no import circle).
         from .render._html import notebook_html
 
         return notebook_html(self)
