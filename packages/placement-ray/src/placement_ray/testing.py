@@ -444,12 +444,32 @@ class SimulatedCluster:
             )
         self.ray_cluster.remove_node(node)
         del self._nodes[rank]
-        deadline = time.monotonic() + self.spec.timeout_s
-        while any(n["NodeID"] == node.node_id for n in alive_nodes()):
+        self.wait_gone(node.node_id, f"node {rank}")
+
+    def node_id(self, rank: int) -> str:
+        """The Ray node id of the spec's live node ``rank`` (the job's view may number the
+        nodes otherwise where they carry no ``node-rank`` label).
+
+        Raises:
+            ArgumentError: no live node of that rank here.
+        """
+        node = self._nodes.get(rank)
+        if node is None:
+            raise ArgumentError(f"rank: expected a live node {sorted(self._nodes)}, got {rank!r}")
+        return str(node.node_id)
+
+    def wait_gone(self, node_id: str, what: str = "the node") -> None:
+        """Wait until Ray no longer lists node ``node_id`` alive (after a removal).
+
+        Raises:
+            ClusterError: still listed alive ``timeout_s`` (the spec's) times the load later.
+        """
+        limit = self.spec.timeout_s * _load_factor()
+        deadline = time.monotonic() + limit
+        while any(n["NodeID"] == node_id for n in alive_nodes()):
             if time.monotonic() > deadline:
                 raise ClusterError(
-                    f"node {rank} ({node.node_id}) is still listed alive {self.spec.timeout_s:g}s "
-                    "after it was killed"
+                    f"{what} ({node_id}) is still listed alive {limit:.0f}s after it was removed"
                 )
             time.sleep(0.2)
 
