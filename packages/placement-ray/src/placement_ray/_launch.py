@@ -288,18 +288,15 @@ class Launch:
         plan: The live plan that was launched.
         cluster: The job's cluster view, its nodes numbered as the plan numbers them
             (by NVLink domain where the config's ``cluster.node_order`` asks).
-        placement_groups: Node rank -> the placement group holding the plan's GPUs on
-            that node (one per node, so a lost node takes only its own workers along).
         worker_groups: Component name -> its ``WorkerGroup``, in plan order.
-        gpu_map: ``(node rank, plan GPU id) -> physical GPU id`` actually held.
-        spare_groups: Spare node rank -> the placement group reserving it (every
-            accelerator of the node), until a recovery takes it over.
         on_node_loss: ``"raise"`` or ``"recover"`` (see :func:`launch`).
         name: The launch's name (``launch(..., name=...)``), or None.
         detached: Whether its actors and placement groups outlive the driver.
         recoveries: The reports of the recoveries done so far, oldest first.
         standbys: The warm spares' standby workers not adopted yet (empty without
             ``warm_spares``).
+        reservation: Every placement group the job holds (``placement_groups``,
+            ``spare_groups`` and ``gpu_map`` are its views); removed by :meth:`shutdown`.
     """
 
     def __init__(
@@ -337,17 +334,19 @@ class Launch:
 
     @property
     def placement_groups(self) -> dict[int, OrderedPlacementGroup]:
-        """Node rank -> the group holding the plan's GPUs there (the reservation's)."""
+        """Node rank -> the placement group holding the plan's GPUs on that node (one per
+        node, so a lost node takes only its own workers along); the reservation's."""
         return self.reservation.groups
 
     @property
     def spare_groups(self) -> dict[int, OrderedPlacementGroup]:
-        """Spare node rank -> the group reserving it (the reservation's)."""
+        """Spare node rank -> the placement group reserving it (every accelerator of the
+        node), until a recovery takes it over; the reservation's."""
         return self.reservation.spares
 
     @property
     def gpu_map(self) -> dict[tuple[int, int], int]:
-        """``(node rank, plan GPU id) -> physical GPU id`` held (the reservation's)."""
+        """``(node rank, plan GPU id) -> physical GPU id`` actually held; the reservation's."""
         return self.reservation.gpu_map
 
     def placement_group(self, node_rank: int) -> OrderedPlacementGroup:
