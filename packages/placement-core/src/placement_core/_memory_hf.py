@@ -122,6 +122,7 @@ def _deepseek_v3(config: Mapping[str, Any]) -> _Fields:
     fields.pop("num_query_groups", None)
     layers = _size(config, "num_hidden_layers")
     first_dense = config.get("first_k_dense_replace", 0)
+    freq = config.get("moe_layer_freq", 1)
     moe_size = _size(config, "moe_intermediate_size")
     fields.update(
         multi_latent_attention=True,
@@ -133,7 +134,9 @@ def _deepseek_v3(config: Mapping[str, Any]) -> _Fields:
         num_experts=_size(config, "n_routed_experts"),
         moe_ffn_hidden_size=moe_size,
         moe_router_topk=_size(config, "num_experts_per_tok"),
-        moe_layer_freq=[0] * first_dense + [1] * (layers - first_dense),
+        # transformers' DeepseekV3DecoderLayer: MoE from first_k_dense_replace on, every
+        # moe_layer_freq-th layer.
+        moe_layer_freq=[int(i >= first_dense and i % freq == 0) for i in range(layers)],
     )
     shared = config.get("n_shared_experts") or 0
     if shared:
