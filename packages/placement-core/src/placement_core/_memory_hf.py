@@ -59,12 +59,18 @@ def megatron_fields_from_hf(path: str, *, base_dir: Path | None) -> _Fields:
         return mapper(config)
     except KeyError as missing:
         raise issue(f"{file}: {model_type} config lacks {missing.args[0]!r}", path) from None
+    except _BadValue as bad:
+        raise issue(f"{file}: {model_type} config: {bad}", path) from None
+
+
+class _BadValue(Exception):
+    """A key of config.json holds a value the mapping cannot use."""
 
 
 def _size(config: Mapping[str, Any], key: str) -> int:
     value = config[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise KeyError(f"{key} as a positive integer (it is {value!r})")
+        raise _BadValue(f"{key} is {value!r}; expected a positive integer")
     return value
 
 
@@ -72,7 +78,7 @@ def _dense(config: Mapping[str, Any]) -> _Fields:
     """The fields every supported family shares (a Llama-style decoder)."""
     act = config.get("hidden_act", "silu")
     if act != "silu":
-        raise KeyError(f"hidden_act 'silu' (it is {act!r}; only SwiGLU models are mapped)")
+        raise _BadValue(f"hidden_act is {act!r}; only SwiGLU (silu) models are mapped")
     heads = _size(config, "num_attention_heads")
     fields: _Fields = {
         "num_layers": _size(config, "num_hidden_layers"),
