@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._problems import issue
+from ._problems import Issues, issue
 
 __all__ = ["HF_MODEL_TYPES", "megatron_fields_from_hf"]
 
@@ -59,18 +59,14 @@ def megatron_fields_from_hf(path: str, *, base_dir: Path | None) -> _Fields:
         return mapper(config)
     except KeyError as missing:
         raise issue(f"{file}: {model_type} config lacks {missing.args[0]!r}", path) from None
-    except _BadValue as bad:
+    except Issues as bad:
         raise issue(f"{file}: {model_type} config: {bad}", path) from None
-
-
-class _BadValue(Exception):
-    """A key of config.json holds a value the mapping cannot use."""
 
 
 def _size(config: Mapping[str, Any], key: str) -> int:
     value = config[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _BadValue(f"{key} is {value!r}; expected a positive integer")
+        raise issue(f"{key} is {value!r}; expected a positive integer", value)
     return value
 
 
@@ -78,7 +74,7 @@ def _dense(config: Mapping[str, Any]) -> _Fields:
     """The fields every supported family shares (a Llama-style decoder)."""
     act = config.get("hidden_act", "silu")
     if act != "silu":
-        raise _BadValue(f"hidden_act is {act!r}; only SwiGLU (silu) models are mapped")
+        raise issue(f"hidden_act is {act!r}; only SwiGLU (silu) models are mapped", act)
     heads = _size(config, "num_attention_heads")
     fields: _Fields = {
         "num_layers": _size(config, "num_hidden_layers"),
