@@ -224,3 +224,14 @@ def test_non_swiglu_activation_is_refused(tmp_path: Path) -> None:
         f"{tmp_path / 'c.json'}: llama config: hidden_act is 'gelu'; "
         "only SwiGLU (silu) models are mapped"
     )
+
+
+def test_bad_optional_value_in_the_file_is_named(tmp_path: Path) -> None:
+    config = json.loads((HF / "deepseek-v3.json").read_text())
+    config["q_lora_rank"] = "wide"
+    (tmp_path / "c.json").write_text(json.dumps(config))
+    assert _problem({"hf_config": "c.json"}, tmp_path) == (
+        ".hf_config",
+        "c.json: q_lora_rank from the file: expected a positive integer",
+        "wide",
+    )

@@ -451,6 +451,59 @@ def test_defaults_are_megatrons() -> None:
     assert (args.micro_batch_size, args.recompute_granularity) == (1, None)
 
 
+def test_fields_are_megatrons_argument_names() -> None:
+    names = [
+        "num_layers",
+        "hidden_size",
+        "ffn_hidden_size",
+        "num_attention_heads",
+        "num_query_groups",
+        "group_query_attention",
+        "kv_channels",
+        "seq_length",
+        "vocab_size",
+        "padded_vocab_size",
+        "make_vocab_size_divisible_by",
+        "untie_embeddings_and_output_weights",
+        "swiglu",
+        "normalization",
+        "disable_bias_linear",
+        "tensor_model_parallel_size",
+        "pipeline_model_parallel_size",
+        "context_parallel_size",
+        "expert_model_parallel_size",
+        "expert_tensor_parallel_size",
+        "virtual_pipeline_model_parallel_size",
+        "num_layers_per_virtual_pipeline_stage",
+        "num_virtual_stages_per_pipeline_rank",
+        "decoder_first_pipeline_num_layers",
+        "decoder_last_pipeline_num_layers",
+        "num_experts",
+        "moe_ffn_hidden_size",
+        "moe_shared_expert_intermediate_size",
+        "moe_shared_expert_gate",
+        "moe_layer_freq",
+        "moe_router_topk",
+        "moe_latent_size",
+        "multi_latent_attention",
+        "q_lora_rank",
+        "kv_lora_rank",
+        "qk_head_dim",
+        "qk_pos_emb_head_dim",
+        "v_head_dim",
+        "mtp_num_layers",
+        "use_distributed_optimizer",
+        "sequence_parallel",
+        "recompute_granularity",
+        "recompute_activations",
+        "micro_batch_size",
+        "global_batch_size",
+        "num_microbatches",
+        "hf_config",
+    ]
+    assert sorted(MEGATRON_FIELDS) == sorted(names)
+
+
 def test_ffn_hidden_size_is_four_times_hidden() -> None:
     assert parsed().ffn_hidden_size == 4 * 4096
 

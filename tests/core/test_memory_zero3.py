@@ -11,10 +11,13 @@ MTP layer) and their embedding matrices as the largest layer.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from placement_core._memory_zero3 import ZERO3_FIELDS, Zero3Args, parse_zero3, zero3_memory
 from placement_core._problems import Issues
@@ -338,3 +341,42 @@ def test_gpus_must_be_whole_nodes(gpus: int, per_node: int) -> None:
     assert caught.value.issues == (
         ("", f"expected a whole number of nodes of {per_node} GPUs each", gpus),
     )
+
+
+@st.composite
+def zero3_args(draw: st.DrawFn) -> Zero3Args:
+    offload = draw(st.booleans())
+    return Zero3Args(
+        total_params=draw(st.integers(10**6, 10**12)),
+        largest_layer_params=draw(st.integers(1, 10**9)),
+        cpu_offload=offload,
+        cpu_offload_params=offload and draw(st.booleans()),
+        zero_init=draw(st.booleans()),
+        additional_buffer_factor=draw(st.sampled_from([1.0, 1.25, 1.5, 2.0])),
+    )
+
+
+@given(zero3_args(), st.sampled_from([1, 4, 8]), st.integers(1, 16))
+def test_estimates_are_positive_integers(args: Zero3Args, per_node: int, nodes: int) -> None:
+    memory = zero3_memory(args, gpus=per_node * nodes, gpus_per_node=per_node)
+    figures = (memory.weights_and_optimizer_bytes, memory.host_bytes_per_node)
+    assert all(isinstance(n, int) and n > 0 for n in figures)
+
+
+@given(zero3_args(), st.sampled_from([1, 4, 8]), st.integers(1, 16))
+def test_offloading_never_raises_gpu_bytes(args: Zero3Args, per_node: int, nodes: int) -> None:
+    def gpu(offload: bool, offload_params: bool) -> int:
+        changed = replace(args, cpu_offload=offload, cpu_offload_params=offload_params)
+        memory = zero3_memory(changed, gpus=per_node * nodes, gpus_per_node=per_node)
+        return memory.weights_and_optimizer_bytes
+
+    assert gpu(True, True) <= gpu(True, False) <= gpu(False, False)
+
+
+@given(zero3_args(), st.sampled_from([1, 4, 8]), st.integers(1, 8))
+def test_more_nodes_never_raise_gpu_bytes(args: Zero3Args, per_node: int, nodes: int) -> None:
+    def gpu(count: int) -> int:
+        memory = zero3_memory(args, gpus=per_node * count, gpus_per_node=per_node)
+        return memory.weights_and_optimizer_bytes
+
+    assert gpu(2 * nodes) <= gpu(nodes)

@@ -172,7 +172,16 @@ def with_hf_config(
     except Issues as bad:
         raise Issues([(".hf_config" + s, m, v) for s, m, v in bad.issues]) from None
     written = {k for k, v in fields.items() if v is not None}
-    merged = check_fields({k: v for k, v in from_hf.items() if k in specs}, specs, what=what)
+    try:
+        merged = check_fields({k: v for k, v in from_hf.items() if k in specs}, specs, what=what)
+    except Issues as bad:
+        path = values["hf_config"]
+        raise Issues(
+            [
+                (".hf_config", f"{path}: {s.lstrip('.')} from the file: {m}", v)
+                for s, m, v in bad.issues
+            ]
+        ) from None
     return {k: (values[k] if k in written else merged[k]) for k in values}
 
 
