@@ -211,21 +211,7 @@ def resolve_megatron(values: Mapping[str, Any]) -> MegatronArgs:
     tp, pp = v["tensor_model_parallel_size"], v["pipeline_model_parallel_size"]
     layers, hidden, heads = v["num_layers"], v["hidden_size"], v["num_attention_heads"]
     experts = v["num_experts"] or None
-    ffn = v["ffn_hidden_size"]
-    if ffn is None:
-        ffn = int((4 * hidden * 2 / 3) / 64) * 64 if v["swiglu"] else 4 * hidden
-    kv_channels = v["kv_channels"]
-    if kv_channels is None:
-        kv_channels = hidden // heads
-        if hidden % heads:
-            problems.append(
-                (
-                    ".kv_channels",
-                    f"required: hidden_size ({hidden}) is not a multiple of "
-                    f"num_attention_heads ({heads})",
-                    None,
-                )
-            )
+    ffn, kv_channels = _derived_sizes(v, problems)
     problems += _attention_problems(v)
     pattern, pattern_problems = _moe_pattern(v["moe_layer_freq"], layers)
     problems += pattern_problems if experts is not None else []
@@ -276,6 +262,25 @@ def resolve_megatron(values: Mapping[str, Any]) -> MegatronArgs:
         global_batch_size=v["global_batch_size"],
         num_microbatches=v["num_microbatches"],
     )
+
+
+def _derived_sizes(v: Mapping[str, Any], problems: list[Issue]) -> tuple[int, int]:
+    """``ffn_hidden_size`` (4 x hidden, or 2/3 of that rounded down to 64 with SwiGLU)
+    and ``kv_channels`` (hidden / heads) where not written."""
+    hidden, heads = v["hidden_size"], v["num_attention_heads"]
+    ffn = v["ffn_hidden_size"]
+    if ffn is None:
+        ffn = int((4 * hidden * 2 / 3) / 64) * 64 if v["swiglu"] else 4 * hidden
+    kv_channels = v["kv_channels"]
+    if kv_channels is None:
+        kv_channels = hidden // heads
+        if hidden % heads:
+            message = (
+                f"required: hidden_size ({hidden}) is not a multiple of "
+                f"num_attention_heads ({heads})"
+            )
+            problems.append((".kv_channels", message, None))
+    return ffn, kv_channels
 
 
 def _attention_problems(v: Mapping[str, Any]) -> list[Issue]:
