@@ -14,6 +14,7 @@ activation bytes) on the most loaded GPU, as Megatron's floats.
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pytest
@@ -869,3 +870,10 @@ def test_estimates_are_positive_integers(fields: dict[str, Any], tp: int, pp: in
     figures = (memory.weights_and_optimizer_bytes, memory.activation_bytes)
     assert all(isinstance(n, int) and n > 0 for n in figures)
     assert all(isinstance(n, int) and n > 0 for _, n in memory.breakdown)
+
+
+def test_records_round_trip_through_pickle() -> None:
+    args = parsed(num_experts=4, moe_layer_freq="[0]+[1]*3")
+    memory = megatron_memory(args, gpus=2)
+    assert pickle.loads(pickle.dumps(args)) == args
+    assert pickle.loads(pickle.dumps(memory)) == memory
