@@ -14,6 +14,7 @@ activation bytes) on the most loaded GPU, as Megatron's floats.
 
 from __future__ import annotations
 
+import argparse
 import pickle
 from typing import Any
 
@@ -21,7 +22,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from placement_core._memory_megatron import MEGATRON_FIELDS, megatron_memory, parse_megatron
+from placement_core._memory_megatron import (
+    MEGATRON_FIELDS,
+    megatron_fields_from_namespace,
+    megatron_memory,
+    parse_megatron,
+)
 from placement_core._memory_model import TrainerMemory
 from placement_core._problems import Issues
 
@@ -877,3 +883,32 @@ def test_records_round_trip_through_pickle() -> None:
     memory = megatron_memory(args, gpus=2)
     assert pickle.loads(pickle.dumps(args)) == args
     assert pickle.loads(pickle.dumps(memory)) == memory
+
+
+def test_fields_from_megatrons_parsed_arguments() -> None:
+    # what megatron's parse_args + validate_args leave for a slime run (abridged)
+    namespace = argparse.Namespace(
+        **dict.fromkeys(MEGATRON_FIELDS),
+        add_bias_linear=False,
+        lr=1e-6,  # an argument the estimator does not read
+    )
+    namespace.__dict__.update(
+        {k: v for k, v in CASES[2].values[1].items() if k != "disable_bias_linear"},
+        num_layers_per_virtual_pipeline_stage=None,
+        rollout_batch_size=32,
+    )
+    fields = megatron_fields_from_namespace(namespace)
+    assert fields == CASES[2].values[1]
+    memory = megatron_memory(parse_megatron(fields, base_dir=None), gpus=CASES[2].values[0])
+    assert memory.weights_and_optimizer_bytes == pytest.approx(CASES[2].values[2], abs=1)
+
+
+def test_fields_from_arguments_keep_the_written_virtual_pipeline_field() -> None:
+    namespace = argparse.Namespace(
+        **{**SMALL, "pipeline_model_parallel_size": 2},
+        num_layers_per_virtual_pipeline_stage=1,
+        virtual_pipeline_model_parallel_size=2,  # validate_args derived it
+    )
+    fields = megatron_fields_from_namespace(namespace)
+    assert "virtual_pipeline_model_parallel_size" not in fields
+    assert parse_megatron(fields, base_dir=None).virtual_pipeline_model_parallel_size == 2
