@@ -831,17 +831,13 @@ def weights(fields: dict[str, Any], gpus: int, **run: Any) -> int:
     return memory.weights_and_optimizer_bytes
 
 
-@given(models(), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]), st.sampled_from([1, 2]))
+@given(models(), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]))
 def test_more_tensor_parallelism_never_raises_weights_per_gpu(
-    fields: dict[str, Any], tp: int, pp: int, dp: int
+    fields: dict[str, Any], tp: int, pp: int
 ) -> None:
+    # on the same 16 GPUs: fewer data-parallel replicas, each holding less
     def at(size: int) -> int:
-        return weights(
-            fields,
-            size * pp * dp,
-            tensor_model_parallel_size=size,
-            pipeline_model_parallel_size=pp,
-        )
+        return weights(fields, 16, tensor_model_parallel_size=size, pipeline_model_parallel_size=pp)
 
     assert at(2 * tp) <= at(tp)
 
@@ -850,6 +846,8 @@ def test_more_tensor_parallelism_never_raises_weights_per_gpu(
 def test_more_pipeline_parallelism_never_raises_weights_per_gpu(
     fields: dict[str, Any], pp: int, tp: int, dp: int
 ) -> None:
+    # at the same data-parallel size: on a fixed GPU count, halving DP doubles each
+    # replica's optimizer share, which can outweigh the layers a first stage sheds
     def at(size: int) -> int:
         return weights(
             fields,
