@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ._config import ClusterConfig
-from ._errors import ConfigError
+from ._errors import ConfigError, InventoryError
 from ._interpolate import JobDocument
 from ._memory import Headroom, MemoryReport, check_memory, load_memory, parse_headroom
 from ._memory_units import format_bytes
@@ -64,7 +64,7 @@ def memory_report(
     if document is not None:
         spec = load_memory(document, components, base_dir=Path(args.config).parent)
         if spec is None and job is not None and result is not None:
-            spec = rlinf_memory(job, result.config)
+            return _rlinf_report(job, result, args.memory_headroom)
     if spec is None:
         if args.memory_headroom is not None:
             sys.stderr.write(
@@ -75,6 +75,19 @@ def memory_report(
     if result is None:
         return None
     return check_memory(result, spec, headroom=args.memory_headroom)
+
+
+def _rlinf_report(job: JobDocument, result: Plan, headroom: Headroom | None) -> MemoryReport | None:
+    """The check RLinf's own keys describe; a note instead where a GPU's size is unknown
+    (the job never asked for the check)."""
+    spec = rlinf_memory(job, result.config)
+    if spec is None:
+        return None
+    try:
+        return check_memory(result, spec, headroom=headroom)
+    except InventoryError as error:
+        sys.stderr.write(f"placement: note: memory not checked: {error.reason}\n")
+        return None
 
 
 def memory_summary(report: MemoryReport) -> str:

@@ -92,8 +92,8 @@ def _estimator_keys(entry: Part) -> Iterable[Issue]:
         if estimator not in owners:
             yield (
                 f".{key}",
-                f"{key} is a field of estimator {' and '.join(owners)}, not of this "
-                f"entry's {estimator}",
+                f"{key} is a field of estimator{'s' if len(owners) > 1 else ''} "
+                f"{' and '.join(owners)}, not of this entry's {estimator}",
                 None,
             )
 
