@@ -91,14 +91,19 @@ def rlinf_memory(job: JobDocument, config: ClusterConfig) -> MemorySpec | None:
         return None
     section["rollout"] = rollout
     model_path = _get(job, "rollout.model.model_path")
-    if "actor" in components and isinstance(model_path, str):
-        hf_config = Path(model_path) / "config.json"
-        if hf_config.is_file():
+    if "actor" in components:
+        hf_config = Path(model_path) / "config.json" if isinstance(model_path, str) else None
+        if hf_config is not None and hf_config.is_file():
             section["actor"] = _actor(job, hf_config)
-        else:
+        elif hf_config is not None:
             notes.append(
                 f"memory: actor not estimated: {hf_config} (from rollout.model.model_path) is "
                 "not on this machine"
+            )
+        else:
+            notes.append(
+                "memory: actor not estimated: the job gives no rollout.model.model_path (the "
+                "Hugging Face model whose config.json has its sizes)"
             )
     spec = load_memory({MEMORY_KEY: section}, config, base_dir=Path())
     assert spec is not None
