@@ -87,7 +87,9 @@ def test_suggests_the_distributed_optimizer_when_it_is_off(run: Run, write: Any)
     path = write(qwen(actor__use_distributed_optimizer=False, rollout__offload=None))
     status, _, err = run("validate", path)
     assert status == 1
-    assert "the distributed optimizer for actor (memory.actor.use_distributed_optimizer: true)" in err
+    assert (
+        "the distributed optimizer for actor (memory.actor.use_distributed_optimizer: true)" in err
+    )
 
 
 def test_only_one_side_offloaded_still_refuses_in_the_other_phase(run: Run, write: Any) -> None:
@@ -210,9 +212,7 @@ def test_json_trainer_figures_are_the_estimators_own(run: Run) -> None:
     from placement_core._memory_megatron import megatron_memory, parse_megatron
 
     fields = {
-        k: v
-        for k, v in qwen()["memory"]["actor"].items()
-        if k not in {"estimator", "offload"}
+        k: v for k, v in qwen()["memory"]["actor"].items() if k not in {"estimator", "offload"}
     }
     expected = megatron_memory(parse_megatron(fields, base_dir=None), gpus=8)
     _, out, _ = run("plan", str(QWEN), "--format", "json")
@@ -243,9 +243,7 @@ def test_the_table_shows_each_gpus_peak_against_capacity(run: Run) -> None:
     assert "0      0-7   57.8 GiB  79.6 GiB  rollout" in out
 
 
-def test_a_broken_memory_section_is_checked_even_without_an_inventory(
-    run: Run, write: Any
-) -> None:
+def test_a_broken_memory_section_is_checked_even_without_an_inventory(run: Run, write: Any) -> None:
     document = qwen(rollout__mem_fraction_static=1.5)
     del document["cluster"]["inventory"]
     status, _, err = run("validate", write(document))

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from placement_core import ConfigError, load_config
+from placement_core._inventory import Accelerator
 from placement_core._memory import parse_headroom
 from placement_core._memory_config import DEFAULT_OVERHEAD_BYTES, load_memory
 from placement_core._memory_gpus import gpu_capacity
 from placement_core._memory_units import parse_bytes
-from placement_core._inventory import Accelerator
 from placement_core._problems import Issues
 
 CLUSTER = {"num_nodes": 1, "component_placement": {"actor": "all", "rollout": "0-7:0-3"}}
@@ -39,11 +39,16 @@ def loaded(memory: dict[str, Any]) -> Any:
 
 
 def test_no_section_is_none() -> None:
-    assert load_memory({"cluster": CLUSTER}, load_config({"cluster": CLUSTER}), base_dir=Path()) is None
+    assert (
+        load_memory({"cluster": CLUSTER}, load_config({"cluster": CLUSTER}), base_dir=Path())
+        is None
+    )
 
 
 def test_a_good_section_loads_with_the_default_overhead() -> None:
-    spec = loaded({"actor": MEGATRON, "rollout": {"estimator": "sglang", "mem_fraction_static": 0.7}})
+    spec = loaded(
+        {"actor": MEGATRON, "rollout": {"estimator": "sglang", "mem_fraction_static": 0.7}}
+    )
     assert list(spec.components) == ["actor", "rollout"]
     assert spec.components["rollout"].entry.overhead_bytes == DEFAULT_OVERHEAD_BYTES
     assert spec.components["actor"].trainer.tensor_model_parallel_size == 1
@@ -83,7 +88,13 @@ def test_each_simple_estimator_needs_its_key(estimator: str, key: str) -> None:
 
 def test_a_key_of_another_estimator_is_an_error() -> None:
     assert problems(
-        {"rollout": {"estimator": "vllm", "gpu_memory_utilization": 0.5, "mem_fraction_static": 0.7}}
+        {
+            "rollout": {
+                "estimator": "vllm",
+                "gpu_memory_utilization": 0.5,
+                "mem_fraction_static": 0.7,
+            }
+        }
     ) == [
         (
             "memory.rollout.mem_fraction_static",
@@ -172,7 +183,13 @@ def test_phases_load_in_order() -> None:
 
 @pytest.mark.parametrize(
     ("text", "size"),
-    [(0, 0), (1024, 1024), ("80GiB", 80 << 30), ("1.5 TB", 1_500_000_000_000), ("512mib", 512 << 20)],
+    [
+        (0, 0),
+        (1024, 1024),
+        ("80GiB", 80 << 30),
+        ("1.5 TB", 1_500_000_000_000),
+        ("512mib", 512 << 20),
+    ],
 )
 def test_byte_sizes(text: object, size: int) -> None:
     assert parse_bytes(text) == size

@@ -210,8 +210,7 @@ def _phases(
                 Problem(
                     where,
                     f"{shown(member)} has no entry in memory: "
-                    f"(entries: {', '.join(names) or 'none'})"
-                    + did_you_mean(str(member), names),
+                    f"(entries: {', '.join(names) or 'none'})" + did_you_mean(str(member), names),
                     member,
                 )
             )
