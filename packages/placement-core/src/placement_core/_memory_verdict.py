@@ -8,12 +8,16 @@ from ._memory_check import ComponentUse, GpuGroup, HostUse, MemoryReport, PhaseU
 from ._memory_config import MEMORY_KEY, MemorySpec
 from ._memory_units import format_bytes
 from ._ranks import format_rank_list
-from .render._text import plural
 
 __all__ = ["refusal"]
 
 #: Groups and hosts spelt out in one refusal; the rest are counted.
 MAX_SHOWN = 5
+
+
+def plural(count: int, noun: str) -> str:
+    # The renderers' helper is not imported: importing the package loads no renderer.
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _where(group: GpuGroup) -> str:
