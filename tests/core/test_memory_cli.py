@@ -250,3 +250,14 @@ def test_a_broken_memory_section_is_checked_even_without_an_inventory(run: Run, 
     assert status == 1
     assert "memory.rollout.mem_fraction_static" in err
     assert "expected a fraction of the GPU's memory, a number > 0 and <= 1" in err
+
+
+def test_snapshots_give_gpu_and_host_memory(run: Run, write: Any, tmp_path: Path) -> None:
+    document = qwen()
+    del document["cluster"]["inventory"]
+    gpus = [{"index": i, "type": "nvidia", "memory_bytes": 80 << 30} for i in range(8)]
+    snapshot = {"schema": 1, "accelerators": gpus, "host_memory_bytes": 64 << 30}
+    (tmp_path / "node0.json").write_text(json.dumps(snapshot), encoding="utf-8")
+    status, _, err = run("validate", write(document), "-i", str(tmp_path / "node0.json"))
+    assert status == 1
+    assert "node 0 host memory: 255.3 GiB > 64.0 GiB capacity" in err
