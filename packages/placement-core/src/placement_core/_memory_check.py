@@ -19,16 +19,20 @@ from ._inventory import Inventory
 from ._memory_config import MemorySpec
 from ._memory_figures import Figures, component_figures
 from ._memory_gpus import gpu_capacity
-from ._memory_load import GpuKey, gpu_processes
+from ._memory_load import NodeKind, node_kinds
 from ._memory_units import format_bytes
 from ._plan import Plan
 from ._ranks import format_rank_list
+
+GpuKey = tuple[int, int]
+"""``(node rank, accelerator index)``."""
 
 __all__ = [
     "ComponentUse",
     "GpuGroup",
     "GpuUse",
     "Headroom",
+    "HostGroup",
     "HostUse",
     "MemoryReport",
     "PhaseUse",
@@ -83,16 +87,28 @@ class GpuGroup:
     """GPUs with the same capacity and the same processes: one verdict for all of them.
 
     Attributes:
-        members: ``(node rank, accelerator index)`` of each, in node order.
+        nodes: The nodes, ascending.
+        indices: The accelerator indices on each of them, ascending.
         capacity_bytes: Each one's memory.
         usable_bytes: The capacity less the headroom.
         phases: Each phase in which a component on them is active.
     """
 
-    members: tuple[GpuKey, ...]
+    nodes: tuple[int, ...]
+    indices: tuple[int, ...]
     capacity_bytes: int
     usable_bytes: int
     phases: tuple[PhaseUse, ...]
+
+    @property
+    def members(self) -> tuple[GpuKey, ...]:
+        """``(node rank, accelerator index)`` of each GPU, in node order."""
+        return tuple((node, index) for node in self.nodes for index in self.indices)
+
+    @property
+    def count(self) -> int:
+        """How many GPUs the group holds."""
+        return len(self.nodes) * len(self.indices)
 
     @property
     def fits(self) -> bool:
@@ -130,6 +146,21 @@ class GpuUse:
 
 
 @dataclass(frozen=True, slots=True)
+class HostGroup:
+    """Nodes whose hosts hold the same bytes of the same components, against the same
+    capacity (None when unknown: then it is not checked)."""
+
+    nodes: tuple[int, ...]
+    capacity_bytes: int | None
+    total_bytes: int
+    components: Mapping[str, int]
+
+    @property
+    def fits(self) -> bool:
+        return self.capacity_bytes is None or self.total_bytes <= self.capacity_bytes
+
+
+@dataclass(frozen=True, slots=True)
 class HostUse:
     """One node's host memory: what its components keep there, against its capacity
     (None when unknown: then it is not checked)."""
@@ -159,21 +190,31 @@ class MemoryReport:
 
     Attributes:
         groups: The GPUs, grouped by capacity and occupants, in node order of their first.
-        hosts: Per node any component keeps host memory on.
+        host_groups: The hosts any component keeps memory on, grouped alike.
         spec: The ``memory:`` section checked.
         notes: What the check could not count (a component without an entry, a host of
             unknown size).
     """
 
     groups: tuple[GpuGroup, ...]
-    hosts: tuple[HostUse, ...]
+    host_groups: tuple[HostGroup, ...]
     spec: MemorySpec
     notes: tuple[str, ...] = ()
     _by_gpu: dict[GpuKey, GpuGroup] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def fits(self) -> bool:
-        return all(g.fits for g in self.groups) and all(h.fits for h in self.hosts)
+        return all(g.fits for g in self.groups) and all(h.fits for h in self.host_groups)
+
+    @property
+    def hosts(self) -> tuple[HostUse, ...]:
+        """Per node any component keeps host memory on, by node."""
+        uses = [
+            HostUse(node, g.capacity_bytes, g.total_bytes, g.components)
+            for g in self.host_groups
+            for node in g.nodes
+        ]
+        return tuple(sorted(uses, key=lambda use: use.node_rank))
 
     def gpus(self) -> Iterator[GpuUse]:
         """Every GPU a component with an entry uses, by node and index."""
@@ -229,16 +270,13 @@ def _phase(
     return PhaseUse(name, total, total <= usable, uses)
 
 
-def _capacity(inventory: Inventory, key: GpuKey, cache: dict[int, dict[int, int | None]]) -> int:
-    node = inventory.nodes[key[0]]
-    table = cache.get(id(node.accelerators))
-    if table is None:
-        table = cache[id(node.accelerators)] = {a.index: gpu_capacity(a) for a in node.accelerators}
-    capacity = table.get(key[1])
+def _capacity(inventory: Inventory, node: int, index: int) -> int:
+    accelerator = next((a for a in inventory.nodes[node].accelerators if a.index == index), None)
+    capacity = None if accelerator is None else gpu_capacity(accelerator)
     if capacity is None:
-        model = next((a.model for a in node.accelerators if a.index == key[1]), None)
+        model = None if accelerator is None else accelerator.model
         raise InventoryError(
-            f"memory: the capacity of node {key[0]}'s accelerator {key[1]} is unknown (no "
+            f"memory: the capacity of node {node}'s accelerator {index} is unknown (no "
             f"memory_bytes from a node snapshot or the inventory: entry, and model "
             f"{model!r} is not a known GPU): give inventory accelerators memory_bytes or a "
             "model such as H100, or plan with node snapshots (--inventory)",
@@ -255,16 +293,77 @@ class _Sizes:
     per_node: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, loads: Mapping[GpuKey, Mapping[str, int]]) -> _Sizes:
+    def of(cls, kinds: Sequence[NodeKind]) -> _Sizes:
         sizes = cls()
-        nodes: dict[tuple[str, int], int] = {}
-        for (node, _), slot in loads.items():
-            for name in slot:
-                sizes.gpus[name] = sizes.gpus.get(name, 0) + 1
-                nodes[name, node] = nodes.get((name, node), 0) + 1
-        for (name, _), count in nodes.items():
-            sizes.per_node[name] = max(sizes.per_node.get(name, 0), count)
+        for kind in kinds:
+            here: dict[str, int] = {}
+            for slot in kind.gpus.values():
+                for name in slot:
+                    here[name] = here.get(name, 0) + 1
+            for name, count in here.items():
+                sizes.gpus[name] = sizes.gpus.get(name, 0) + count * len(kind.nodes)
+                sizes.per_node[name] = max(sizes.per_node.get(name, 0), count)
         return sizes
+
+
+@dataclass(slots=True)
+class _Checker:
+    """The figures and phases of one check, each computed once."""
+
+    plan: Plan
+    spec: MemorySpec
+    headroom: Headroom
+    sizes: _Sizes
+    phases: tuple[tuple[str, frozenset[str]], ...]
+    figures: dict[tuple[str, int], Figures] = field(default_factory=dict)
+    verdicts: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[int, tuple[PhaseUse, ...]]] = (
+        field(default_factory=dict)
+    )
+
+    def figure(self, name: str, capacity: int) -> Figures:
+        return component_figures(
+            self.spec.components[name],
+            capacity=capacity,
+            gpus=self.sizes.gpus[name],
+            gpus_per_node=self.sizes.per_node[name],
+            cache=self.figures,
+        )
+
+    def verdict(
+        self, capacity: int, occupants: tuple[tuple[str, int], ...]
+    ) -> tuple[int, tuple[PhaseUse, ...]]:
+        """``(usable bytes, phases)`` of a GPU of ``capacity`` holding ``occupants``."""
+        key = (capacity, occupants)
+        if key not in self.verdicts:
+            figures = {name: self.figure(name, capacity) for name, _ in occupants}
+            usable = self.headroom.usable(capacity)
+            here = {name for name, _ in occupants}
+            uses = tuple(
+                _phase(name, active & here, occupants, figures, self.spec, usable)
+                for name, active in self.phases
+                if active & here
+            )
+            self.verdicts[key] = (usable, uses)
+        return self.verdicts[key]
+
+    def host(self, kind: NodeKind, capacity: int | None) -> HostGroup | None:
+        counts: dict[str, int] = {}
+        for index, slot in kind.gpus.items():
+            size = _capacity(self.plan.inventory, kind.nodes[0], index)
+            for name, count in slot.items():
+                counts[name] = counts.get(name, 0) + count
+                self.figure(name, size)
+        components: dict[str, int] = {}
+        for name, count in counts.items():
+            f = next(f for (n, _), f in self.figures.items() if n == name)
+            offloaded = (
+                f.offloaded_to_host * count if self.spec.components[name].entry.offload else 0
+            )
+            if f.host_per_node + offloaded:
+                components[name] = f.host_per_node + offloaded
+        if not components:
+            return None
+        return HostGroup(kind.nodes, capacity, sum(components.values()), components)
 
 
 def check_spec(plan: Plan, spec: MemorySpec, *, headroom: Headroom | None = None) -> MemoryReport:
@@ -282,68 +381,30 @@ def check_spec(plan: Plan, spec: MemorySpec, *, headroom: Headroom | None = None
         InventoryError: A GPU's capacity is unknown.
         ConfigError: A trainer's sizes do not fit its GPUs (path ``memory.NAME``).
     """
-    headroom = headroom or Headroom()
-    loads = gpu_processes(plan.components, spec.components)
-    sizes = _Sizes.of(loads)
-    phases = _phases(spec)
-    capacities: dict[int, dict[int, int | None]] = {}
-    cache: dict[tuple[str, int], Figures] = {}
-    grouped: dict[tuple[int, tuple[tuple[str, int], ...]], list[GpuKey]] = {}
-    for key, slot in loads.items():
-        signature = (_capacity(plan.inventory, key, capacities), tuple(slot.items()))
-        grouped.setdefault(signature, []).append(key)
-    groups = []
-    for (capacity, occupants), members in grouped.items():
-        figures = {
-            name: component_figures(
-                spec.components[name],
-                capacity=capacity,
-                gpus=sizes.gpus[name],
-                gpus_per_node=sizes.per_node[name],
-                cache=cache,
-            )
-            for name, _ in occupants
-        }
-        usable = headroom.usable(capacity)
-        here = {name for name, _ in occupants}
-        uses = tuple(
-            _phase(name, active & here, occupants, figures, spec, usable)
-            for name, active in phases
-            if active & here
-        )
-        groups.append(GpuGroup(tuple(sorted(members)), capacity, usable, uses))
-    groups.sort(key=lambda g: g.members[0])
-    hosts = _hosts(plan.inventory, loads, spec, cache)
-    return MemoryReport(tuple(groups), hosts, spec, _notes(plan, spec, hosts))
-
-
-def _hosts(
-    inventory: Inventory,
-    loads: Mapping[GpuKey, Mapping[str, int]],
-    spec: MemorySpec,
-    cache: Mapping[tuple[str, int], Figures],
-) -> tuple[HostUse, ...]:
-    figures = {name: f for (name, _), f in cache.items()}
-    per_node: dict[int, dict[str, int]] = {}
-    for (node, _), slot in loads.items():
-        counts = per_node.setdefault(node, {})
-        for name, count in slot.items():
-            counts[name] = counts.get(name, 0) + count
+    kinds = node_kinds(plan.components, spec.components, plan.inventory)
+    checker = _Checker(plan, spec, headroom or Headroom(), _Sizes.of(kinds), _phases(spec))
+    grouped: dict[tuple[int, tuple[tuple[str, int], ...], tuple[int, ...]], list[int]] = {}
     hosts = []
-    for node, counts in sorted(per_node.items()):
-        components: dict[str, int] = {}
-        for name, count in counts.items():
-            f = figures[name]
-            offloaded = f.offloaded_to_host * count if spec.components[name].entry.offload else 0
-            if f.host_per_node + offloaded:
-                components[name] = f.host_per_node + offloaded
-        if components:
-            capacity = inventory.nodes[node].host_memory_bytes
-            hosts.append(HostUse(node, capacity, sum(components.values()), components))
-    return tuple(hosts)
+    for kind in kinds:
+        on_node: dict[tuple[int, tuple[tuple[str, int], ...]], list[int]] = {}
+        for index, slot in sorted(kind.gpus.items()):
+            capacity = _capacity(plan.inventory, kind.nodes[0], index)
+            on_node.setdefault((capacity, tuple(slot.items())), []).append(index)
+        for (capacity, occupants), on in on_node.items():
+            grouped.setdefault((capacity, occupants, tuple(on)), []).extend(kind.nodes)
+        host = checker.host(kind, plan.inventory.nodes[kind.nodes[0]].host_memory_bytes)
+        if host is not None:
+            hosts.append(host)
+    groups = []
+    for (capacity, occupants, indices), nodes in grouped.items():
+        usable, phases = checker.verdict(capacity, occupants)
+        groups.append(GpuGroup(tuple(sorted(nodes)), indices, capacity, usable, phases))
+    groups.sort(key=lambda g: (g.nodes[0], g.indices[0]))
+    hosts.sort(key=lambda h: h.nodes[0])
+    return MemoryReport(tuple(groups), tuple(hosts), spec, _notes(plan, spec, hosts))
 
 
-def _notes(plan: Plan, spec: MemorySpec, hosts: Sequence[HostUse]) -> tuple[str, ...]:
+def _notes(plan: Plan, spec: MemorySpec, hosts: Sequence[HostGroup]) -> tuple[str, ...]:
     notes = list(spec.notes)
     missing = [name for name in plan.components if name not in spec.components]
     if missing:
@@ -351,7 +412,7 @@ def _notes(plan: Plan, spec: MemorySpec, hosts: Sequence[HostUse]) -> tuple[str,
             f"memory: {', '.join(missing)} {'has' if len(missing) == 1 else 'have'} no entry: "
             "not counted"
         )
-    unknown = [host.node_rank for host in hosts if host.capacity_bytes is None]
+    unknown = sorted(node for host in hosts if host.capacity_bytes is None for node in host.nodes)
     if unknown:
         notes.append(
             f"memory: host memory of node {format_rank_list(unknown)} unknown: host use not "

@@ -95,14 +95,14 @@ def memory_summary(report: MemoryReport) -> str:
     if not report.groups:
         return "memory: fits (no GPU holds a component with a memory: entry)"
     group = max(report.groups, key=lambda g: g.peak.total_bytes / max(g.usable_bytes, 1))
-    node, index = group.members[0]
+    node, index = group.nodes[0], group.indices[0]
     text = (
         f"memory: fits: peak {format_bytes(group.peak.total_bytes)} of "
         f"{format_bytes(group.capacity_bytes)} (node {node}, GPU {index}, phase "
         f"{group.peak.name})"
     )
-    if report.hosts:
-        host = max(report.hosts, key=lambda h: h.total_bytes)
+    if report.host_groups:
+        host = max(report.host_groups, key=lambda h: h.total_bytes)
         size = f" of {format_bytes(host.capacity_bytes)}" if host.capacity_bytes else ""
-        text += f"; host peak {format_bytes(host.total_bytes)}{size} (node {host.node_rank})"
+        text += f"; host peak {format_bytes(host.total_bytes)}{size} (node {host.nodes[0]})"
     return text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from ._memory_check import ComponentUse, GpuGroup, HostUse, MemoryReport, PhaseUse
+from ._memory_check import ComponentUse, GpuGroup, HostGroup, MemoryReport, PhaseUse
 from ._memory_config import MEMORY_KEY, MemorySpec
 from ._memory_units import format_bytes
 from ._ranks import format_rank_list
@@ -21,16 +21,15 @@ def plural(count: int, noun: str) -> str:
 
 
 def _where(group: GpuGroup) -> str:
-    nodes = sorted({node for node, _ in group.members})
-    gpus = sorted({index for _, index in group.members})
+    nodes, gpus = group.nodes, group.indices
     where = (
         f"node {format_rank_list(nodes)}" if len(nodes) == 1 else f"nodes {format_rank_list(nodes)}"
     )
     where += (
         f", GPU {format_rank_list(gpus)}" if len(gpus) == 1 else f", GPUs {format_rank_list(gpus)}"
     )
-    if len(group.members) > 1:
-        where += f" ({len(group.members)} GPUs alike)"
+    if group.count > 1:
+        where += f" ({group.count} GPUs alike)"
     return where
 
 
@@ -89,11 +88,13 @@ def _group_lines(group: GpuGroup, spec: MemorySpec) -> Iterator[str]:
             yield f"  to make it fit: {'; or '.join(helps)}"
 
 
-def _host_line(host: HostUse) -> str:
+def _host_line(host: HostGroup) -> str:
     uses = ", ".join(f"{name} {format_bytes(size)}" for name, size in host.components.items())
     assert host.capacity_bytes is not None
+    nodes = format_rank_list(host.nodes)
     return (
-        f"node {host.node_rank} host memory: {format_bytes(host.total_bytes)} > "
+        f"node{'s' if len(host.nodes) > 1 else ''} {nodes} host memory: "
+        f"{format_bytes(host.total_bytes)} > "
         f"{format_bytes(host.capacity_bytes)} capacity ({uses}); to make it fit: fewer "
         "offloaded components on the node, ZeRO-3 without cpu_offload_params, or nodes "
         "with more memory"
@@ -111,14 +112,14 @@ def _capped(lines: Iterable[list[str]], what: str) -> Iterator[str]:
 def refusal(report: MemoryReport) -> str:
     """Why ``report`` does not fit, one line per kind of GPU or host over capacity."""
     groups = [g for g in report.groups if not g.fits]
-    hosts = [h for h in report.hosts if not h.fits]
-    over = sum(len(g.members) for g in groups)
+    hosts = [h for h in report.host_groups if not h.fits]
+    over = sum(g.count for g in groups)
     head = []
     if over:
         head.append(plural(over, "GPU"))
     if hosts:
-        head.append(plural(len(hosts), "host"))
+        head.append(plural(sum(len(h.nodes) for h in hosts), "host"))
     lines = [f"will not fit: {' and '.join(head)} over capacity"]
     lines += _capped(([*_group_lines(g, report.spec)] for g in groups), "kind of GPU")
-    lines += _capped(([_host_line(h)] for h in hosts), "host")
+    lines += _capped(([_host_line(h)] for h in hosts), "kind of host")
     return "\n  ".join(lines)

@@ -27,9 +27,7 @@ MAX_GROUPS = 24
 
 
 def _gpus(group: GpuGroup) -> str:
-    nodes = format_rank_list(sorted({node for node, _ in group.members}))
-    gpus = format_rank_list(sorted({index for _, index in group.members}))
-    return f"node {nodes} GPU {gpus}"
+    return f"node {format_rank_list(group.nodes)} GPU {format_rank_list(group.indices)}"
 
 
 def _bar(

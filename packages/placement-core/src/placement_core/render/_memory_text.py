@@ -15,9 +15,7 @@ MAX_ROWS = 32
 
 
 def _gpus(group: GpuGroup) -> tuple[str, str]:
-    nodes = format_rank_list(sorted({node for node, _ in group.members}))
-    gpus = format_rank_list(sorted({index for _, index in group.members}))
-    return nodes, gpus
+    return format_rank_list(group.nodes), format_rank_list(group.indices)
 
 
 def _state(use: ComponentUse) -> str:
@@ -54,11 +52,11 @@ def memory_block(report: MemoryReport | None) -> list[str]:
     lines += align(rows, indent="  ")
     if len(report.groups) > MAX_ROWS:
         lines.append(f"  ... and {len(report.groups) - MAX_ROWS} more kinds of GPU")
-    for host in report.hosts:
+    for host in report.host_groups:
         if not host.fits and host.capacity_bytes is not None:
             lines.append(
-                f"  node {host.node_rank} host: {format_bytes(host.total_bytes)} of "
-                f"{format_bytes(host.capacity_bytes)} OVER"
+                f"  node {format_rank_list(host.nodes)} host: {format_bytes(host.total_bytes)} "
+                f"of {format_bytes(host.capacity_bytes)} OVER"
             )
     lines += [f"  note: {note}" for note in report.notes]
     return lines
