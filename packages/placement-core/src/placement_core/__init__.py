@@ -67,6 +67,7 @@ from ._hardware import (
 )
 from ._inventory import Accelerator, AcceleratorProcess, Fabric, HardwareDevice, Inventory, Node
 from ._memory import (
+    ESTIMATOR_FIELDS,
     Headroom,
     MemoryReport,
     MemorySpec,
@@ -93,6 +94,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "CPU_AFFINITY_ENV",
+    "ESTIMATOR_FIELDS",
     "FROM_NODE_KEY",
     "HARDWARE_CONFIG_ENV",
     "HARDWARE_TYPE_ENV",

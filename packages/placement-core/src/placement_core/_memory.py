@@ -14,7 +14,7 @@ from typing import Any
 
 from ._errors import ConfigError, DoesNotFitError, Problem
 from ._memory_check import Headroom, MemoryReport, check_spec
-from ._memory_config import MEMORY_KEY, MemorySpec, load_memory
+from ._memory_config import ESTIMATOR_FIELDS, MEMORY_KEY, MemorySpec, load_memory
 from ._memory_units import parse_bytes
 from ._memory_verdict import refusal
 from ._plan import Plan
@@ -22,6 +22,7 @@ from ._problems import Issues
 from ._shown import shown
 
 __all__ = [
+    "ESTIMATOR_FIELDS",
     "Headroom",
     "MemoryReport",
     "MemorySpec",

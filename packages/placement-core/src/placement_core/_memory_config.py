@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, StrictBool
@@ -42,6 +43,7 @@ from ._validate import Check, ConfigModel, Issue, Part, build, walk
 
 __all__ = [
     "DEFAULT_OVERHEAD_BYTES",
+    "ESTIMATOR_FIELDS",
     "MEMORY_KEY",
     "ComponentMemory",
     "MemoryEntry",
@@ -69,6 +71,9 @@ _TRAINER_FIELDS: dict[str, tuple[str, ...]] = {
     "megatron": tuple(MEGATRON_FIELDS),
     "zero3": tuple(ZERO3_FIELDS),
 }
+ESTIMATOR_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(_TRAINER_FIELDS)
+"""The fields each trainer estimator reads from a ``memory:`` entry, by estimator
+(``megatron``: Megatron-LM's argument names; ``zero3``: DeepSpeed's)."""
 
 
 def _estimator_keys(entry: Part) -> Iterable[Issue]:
