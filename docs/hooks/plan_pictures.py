@@ -38,7 +38,9 @@ def on_files(files: Files, config: Any) -> Files:
         )
         for suffix, render in ((".svg", render_svg), (".html", render_html)):
             content = render(result, memory=memory)
-            files.append(File.generated(config, f"{TARGET}/{example.stem}{suffix}", content=content))
+            files.append(
+                File.generated(config, f"{TARGET}/{example.stem}{suffix}", content=content)
+            )
     return files
 
 

@@ -11,7 +11,7 @@ from placement_core import Accelerator, DoesNotFitError, Inventory, Node
 from placement_ray import ArgumentError
 from placement_ray._slime.memory import check_slime_memory, slime_memory_section
 
-from .test_slime_memory import slime_args
+from .test_memory_live import slime_args
 
 
 def h100s(nodes: int = 1, *, host: int | None = 2 << 40) -> Inventory:

@@ -1,7 +1,7 @@
-"""slime's drop-in refuses a job that will not fit before any placement group exists.
-
-Live, through slime's own call site (``create_placement_groups(args)``) on a simulated
-node whose fake NVML machine is a DGX H100 (8 x 80 GB, 2 TiB of host memory).
+"""The memory check live, on a simulated node whose fake NVML machine is a DGX H100
+(8 x 80 GB, 2 TiB of host memory): slime's drop-in refuses a job that will not fit before
+any placement group exists (through slime's own call site, ``create_placement_groups
+(args)``), and a launch sets its estimate beside each GPU's memory in use.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ import pytest
 from ray.util.placement_group import placement_group_table
 
 from placement_core import DoesNotFitError
+from placement_ray import launch
 from placement_ray._cluster import Cluster
 from placement_ray.compat.slime import create_placement_groups
+from placement_ray.demo.workers import DemoWorker
 
 pytestmark = pytest.mark.placement_cluster(
     nodes=1, gpus_per_node=8, cpus_per_node=8, topology="dgx-h100"
@@ -76,3 +78,22 @@ def test_slimes_offload_flags_make_it_fit(placement_cluster: Cluster) -> None:
     args = slime_args(offload_train=True, offload_rollout=True)
     groups = create_placement_groups(args, cluster=placement_cluster)
     assert len(groups["actor"][1]) == 8
+
+
+def test_a_launch_sets_its_estimate_beside_each_gpus_memory_in_use(
+    placement_cluster: Cluster,
+) -> None:
+    config = {"cluster": {"num_nodes": 1, "component_placement": {"actor": "all"}}}
+    memory = {"actor": {"estimator": "fixed", "bytes": "20GiB"}}
+    with launch(config, {"actor": DemoWorker}, placement_cluster, timeout_s=120) as launched:
+        in_use = launched.memory_report(memory)
+    assert in_use.report.fits
+    assert [(row.node_rank, row.accelerator) for row in in_use.gpus] == [(0, i) for i in range(8)]
+    row = in_use.gpus[0]
+    assert (row.capacity_bytes, row.estimate_bytes, row.phase) == (
+        85_520_809_984,
+        21 << 30,
+        "actor",
+    )
+    assert row.used_bytes == 0  # the fake machine's GPUs hold nothing
+    assert next(in_use.lines()).startswith("NODE  GPU  ESTIMATE (PHASE)")
