@@ -11,9 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mkdocs.structure.files import File, Files
-
 import yaml
+from mkdocs.structure.files import File, Files
 
 from placement_core import check_memory, plan
 from placement_core.render import render_html, render_svg
