@@ -19,7 +19,7 @@ from placement_ray.compat.slime import create_placement_groups
 from placement_ray.demo.workers import DemoWorker
 
 pytestmark = pytest.mark.placement_cluster(
-    nodes=1, gpus_per_node=8, cpus_per_node=8, topology="dgx-h100"
+    nodes=1, gpus_per_node=8, cpus_per_node=8, topology="dgx-h100", timeout_s=240
 )
 
 #: Qwen2.5-7B as slime's scripts/models/qwen2.5-7B.sh passes it (MODEL_ARGS), with TP 2.
