@@ -445,10 +445,8 @@ def test_plan_model_parallel_plans_what_rlinf_launches(
     )
     # -a 8 says nothing of the GPUs' memory: the check of RLinf's memory keys is skipped.
     assert err.splitlines()[1:] == [
-        "placement: note: memory not checked: memory: the capacity of node 0's accelerator 0 "
-        "is unknown (no memory_bytes from a node snapshot or the inventory: entry, and model "
-        "None is not a known GPU): give inventory accelerators memory_bytes or a model such "
-        "as H100, or plan with node snapshots (--inventory)"
+        "placement: note: memory not checked: the GPUs' sizes are unknown (node snapshots, "
+        "or an inventory: model or memory_bytes, give them)"
     ]
     rollout = json.loads(out)["components"]["rollout"]
     assert [p["hardware_ranks"] for p in rollout] == [[0, 2], [1, 3], [4, 6], [5, 7]]

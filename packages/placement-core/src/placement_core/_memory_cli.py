@@ -85,8 +85,11 @@ def _rlinf_report(job: JobDocument, result: Plan, headroom: Headroom | None) -> 
         return None
     try:
         return check_memory(result, spec, headroom=headroom)
-    except InventoryError as error:
-        sys.stderr.write(f"placement: note: memory not checked: {error.reason}\n")
+    except InventoryError:
+        sys.stderr.write(
+            "placement: note: memory not checked: the GPUs' sizes are unknown (node "
+            "snapshots, or an inventory: model or memory_bytes, give them)\n"
+        )
         return None
 
 

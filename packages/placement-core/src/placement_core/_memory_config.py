@@ -32,11 +32,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, StrictBool
 
-from ._config import ClusterConfig
 from ._errors import ConfigError, Problem
 from ._memory_megatron import MEGATRON_FIELDS, parse_megatron
 from ._memory_units import ByteSize, Fraction
 from ._memory_zero3 import ZERO3_FIELDS, parse_zero3
+from ._models import ClusterConfig
 from ._problems import Issues, did_you_mean
 from ._shown import shown
 from ._validate import Check, ConfigModel, Issue, Part, build, walk
@@ -71,9 +71,9 @@ _TRAINER_FIELDS: dict[str, tuple[str, ...]] = {
     "megatron": tuple(MEGATRON_FIELDS),
     "zero3": tuple(ZERO3_FIELDS),
 }
+#: The fields each trainer estimator reads from a ``memory:`` entry, by estimator
+#: (``megatron``: Megatron-LM's argument names; ``zero3``: DeepSpeed's).
 ESTIMATOR_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(_TRAINER_FIELDS)
-"""The fields each trainer estimator reads from a ``memory:`` entry, by estimator
-(``megatron``: Megatron-LM's argument names; ``zero3``: DeepSpeed's)."""
 
 
 def _estimator_keys(entry: Part) -> Iterable[Issue]:
