@@ -79,11 +79,16 @@ def choice(*allowed: str) -> Check:
 
     def check(value: object) -> str:
         if not isinstance(value, str) or value not in allowed:
-            hint = did_you_mean(value, allowed) if isinstance(value, str) else ""
+            hint = _hint(value, allowed) if isinstance(value, str) else ""
             raise issue(f"expected one of {', '.join(allowed)}{hint}", value)
         return value
 
     return check
+
+
+def _hint(value: str, allowed: tuple[str, ...]) -> str:
+    same = [name for name in allowed if name.lower() == value.lower()]
+    return f" (did you mean {same[0]!r}?)" if same else did_you_mean(value, allowed)
 
 
 def path_text(value: object) -> str:
@@ -101,18 +106,15 @@ def layer_pattern(value: object) -> int | tuple[int, ...]:
     """Megatron's ``moe_layer_freq``: an integer N (every N-th layer from layer 0), a list
     of 0/1 per layer, or the same list as Megatron's text expression (``[0]*3+[1]*58``).
     """
-    if isinstance(value, str):
-        value = _pattern_expression(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            raise issue("expected a positive integer or a list of 0 and 1", value)
-        return value
+    read = _pattern_expression(value) if isinstance(value, str) else value
+    if isinstance(read, int) and not isinstance(read, bool) and read >= 1:
+        return read
     if (
-        isinstance(value, list | tuple)
-        and value
-        and all(item in (0, 1) and not isinstance(item, bool) for item in value)
+        isinstance(read, list | tuple)
+        and read
+        and all(item in (0, 1) and not isinstance(item, bool) for item in read)
     ):
-        return tuple(int(item) for item in value)
+        return tuple(int(item) for item in read)
     raise issue(
         "expected a positive integer, a list of 0 and 1 per layer, "
         "or a list expression such as [0]*3+[1]*58",

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._problems import issue
+from ._problems import Issues, issue
 
 __all__ = ["HF_MODEL_TYPES", "megatron_fields_from_hf"]
 
@@ -59,12 +59,14 @@ def megatron_fields_from_hf(path: str, *, base_dir: Path | None) -> _Fields:
         return mapper(config)
     except KeyError as missing:
         raise issue(f"{file}: {model_type} config lacks {missing.args[0]!r}", path) from None
+    except Issues as bad:
+        raise issue(f"{file}: {model_type} config: {bad}", path) from None
 
 
 def _size(config: Mapping[str, Any], key: str) -> int:
     value = config[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise KeyError(f"{key} as a positive integer (it is {value!r})")
+        raise issue(f"{key} is {value!r}; expected a positive integer", value)
     return value
 
 
@@ -72,7 +74,7 @@ def _dense(config: Mapping[str, Any]) -> _Fields:
     """The fields every supported family shares (a Llama-style decoder)."""
     act = config.get("hidden_act", "silu")
     if act != "silu":
-        raise KeyError(f"hidden_act 'silu' (it is {act!r}; only SwiGLU models are mapped)")
+        raise issue(f"hidden_act is {act!r}; only SwiGLU (silu) models are mapped", act)
     heads = _size(config, "num_attention_heads")
     fields: _Fields = {
         "num_layers": _size(config, "num_hidden_layers"),
@@ -122,6 +124,7 @@ def _deepseek_v3(config: Mapping[str, Any]) -> _Fields:
     fields.pop("num_query_groups", None)
     layers = _size(config, "num_hidden_layers")
     first_dense = config.get("first_k_dense_replace", 0)
+    freq = config.get("moe_layer_freq", 1)
     moe_size = _size(config, "moe_intermediate_size")
     fields.update(
         multi_latent_attention=True,
@@ -133,7 +136,9 @@ def _deepseek_v3(config: Mapping[str, Any]) -> _Fields:
         num_experts=_size(config, "n_routed_experts"),
         moe_ffn_hidden_size=moe_size,
         moe_router_topk=_size(config, "num_experts_per_tok"),
-        moe_layer_freq=[0] * first_dense + [1] * (layers - first_dense),
+        # transformers' DeepseekV3DecoderLayer: MoE from first_k_dense_replace on, every
+        # moe_layer_freq-th layer.
+        moe_layer_freq=[int(i >= first_dense and i % freq == 0) for i in range(layers)],
     )
     shared = config.get("n_shared_experts") or 0
     if shared:

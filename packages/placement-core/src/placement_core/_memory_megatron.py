@@ -27,7 +27,13 @@ from ._memory_megatron_math import activation_bytes, weight_bytes
 from ._memory_model import TrainerMemory
 from ._problems import Issues
 
-__all__ = ["MEGATRON_FIELDS", "MegatronArgs", "megatron_memory", "parse_megatron"]
+__all__ = [
+    "MEGATRON_FIELDS",
+    "MegatronArgs",
+    "megatron_fields_from_namespace",
+    "megatron_memory",
+    "parse_megatron",
+]
 
 
 def parse_megatron(fields: Mapping[str, object], *, base_dir: Path | None) -> MegatronArgs:
@@ -50,6 +56,32 @@ def parse_megatron(fields: Mapping[str, object], *, base_dir: Path | None) -> Me
     if problems:
         raise Issues(problems)
     return resolve_megatron(values)
+
+
+def megatron_fields_from_namespace(namespace: object) -> dict[str, object]:
+    """The estimator's fields from Megatron's parsed arguments (slime's ``args``).
+
+    Takes every attribute named in :data:`MEGATRON_FIELDS` that is set (not None),
+    ``disable_bias_linear`` from Megatron's ``add_bias_linear``, and drops the
+    ``virtual_pipeline_model_parallel_size`` that ``validate_args`` derived from
+    ``num_layers_per_virtual_pipeline_stage`` or ``num_virtual_stages_per_pipeline_rank``.
+
+    Args:
+        namespace: An ``argparse.Namespace`` (or any object) holding Megatron's arguments.
+    """
+    fields = {
+        name: getattr(namespace, name)
+        for name in MEGATRON_FIELDS
+        if getattr(namespace, name, None) is not None
+    }
+    add_bias = getattr(namespace, "add_bias_linear", None)
+    if isinstance(add_bias, bool) and "disable_bias_linear" not in fields:
+        fields["disable_bias_linear"] = not add_bias
+    if {"num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank"} & set(
+        fields
+    ):
+        fields.pop("virtual_pipeline_model_parallel_size", None)
+    return fields
 
 
 def _divides(gpus: int, sizes: Mapping[str, int]) -> tuple[str, str, object] | None:

@@ -80,6 +80,8 @@ RUN_SPECS: dict[str, FieldSpec] = {
     "virtual_pipeline_model_parallel_size": (None, positive_int),
     "num_layers_per_virtual_pipeline_stage": (None, positive_int),
     "num_virtual_stages_per_pipeline_rank": (None, positive_int),
+    "decoder_first_pipeline_num_layers": (None, positive_int),
+    "decoder_last_pipeline_num_layers": (None, positive_int),
     "use_distributed_optimizer": (False, boolean),
     "sequence_parallel": (False, boolean),
     "recompute_granularity": (None, choice("full", "selective")),
@@ -170,7 +172,16 @@ def with_hf_config(
     except Issues as bad:
         raise Issues([(".hf_config" + s, m, v) for s, m, v in bad.issues]) from None
     written = {k for k, v in fields.items() if v is not None}
-    merged = check_fields({k: v for k, v in from_hf.items() if k in specs}, specs, what=what)
+    try:
+        merged = check_fields({k: v for k, v in from_hf.items() if k in specs}, specs, what=what)
+    except Issues as bad:
+        path = values["hf_config"]
+        raise Issues(
+            [
+                (".hf_config", f"{path}: {s.lstrip('.')} from the file: {m}", v)
+                for s, m, v in bad.issues
+            ]
+        ) from None
     return {k: (values[k] if k in written else merged[k]) for k in values}
 
 
@@ -200,21 +211,7 @@ def resolve_megatron(values: Mapping[str, Any]) -> MegatronArgs:
     tp, pp = v["tensor_model_parallel_size"], v["pipeline_model_parallel_size"]
     layers, hidden, heads = v["num_layers"], v["hidden_size"], v["num_attention_heads"]
     experts = v["num_experts"] or None
-    ffn = v["ffn_hidden_size"]
-    if ffn is None:
-        ffn = int((4 * hidden * 2 / 3) / 64) * 64 if v["swiglu"] else 4 * hidden
-    kv_channels = v["kv_channels"]
-    if kv_channels is None:
-        kv_channels = hidden // heads
-        if hidden % heads:
-            problems.append(
-                (
-                    ".kv_channels",
-                    f"required: hidden_size ({hidden}) is not a multiple of "
-                    f"num_attention_heads ({heads})",
-                    None,
-                )
-            )
+    ffn, kv_channels = _derived_sizes(v, problems)
     problems += _attention_problems(v)
     pattern, pattern_problems = _moe_pattern(v["moe_layer_freq"], layers)
     problems += pattern_problems if experts is not None else []
@@ -265,6 +262,25 @@ def resolve_megatron(values: Mapping[str, Any]) -> MegatronArgs:
         global_batch_size=v["global_batch_size"],
         num_microbatches=v["num_microbatches"],
     )
+
+
+def _derived_sizes(v: Mapping[str, Any], problems: list[Issue]) -> tuple[int, int]:
+    """``ffn_hidden_size`` (4 x hidden, or 2/3 of that rounded down to 64 with SwiGLU)
+    and ``kv_channels`` (hidden / heads) where not written."""
+    hidden, heads = v["hidden_size"], v["num_attention_heads"]
+    ffn = v["ffn_hidden_size"]
+    if ffn is None:
+        ffn = int((4 * hidden * 2 / 3) / 64) * 64 if v["swiglu"] else 4 * hidden
+    kv_channels = v["kv_channels"]
+    if kv_channels is None:
+        kv_channels = hidden // heads
+        if hidden % heads:
+            message = (
+                f"required: hidden_size ({hidden}) is not a multiple of "
+                f"num_attention_heads ({heads})"
+            )
+            problems.append((".kv_channels", message, None))
+    return ffn, kv_channels
 
 
 def _attention_problems(v: Mapping[str, Any]) -> list[Issue]:
@@ -329,10 +345,8 @@ def _virtual_pipeline(v: Mapping[str, Any]) -> tuple[int | None, list[Issue]]:
 
 def _run_problems(v: Mapping[str, Any]) -> list[Issue]:
     problems: list[Issue] = []
-    pp, layers, cp = v["pipeline_model_parallel_size"], v["num_layers"], v["context_parallel_size"]
-    if layers % pp:
-        message = f"expected a divisor of num_layers ({layers})"
-        problems.append((".pipeline_model_parallel_size", message, pp))
+    cp = v["context_parallel_size"]
+    problems += _stage_problems(v)
     seq = v["seq_length"]
     if seq is not None and cp > 1 and seq % (2 * cp):
         message = f"expected a multiple of 2 x context_parallel_size ({2 * cp})"
@@ -353,3 +367,34 @@ def _padded_vocab(v: Mapping[str, Any], problems: list[Issue]) -> int:
         return int(padded)
     multiple = v["make_vocab_size_divisible_by"] * v["tensor_model_parallel_size"]
     return int(-(-vocab // multiple) * multiple)
+
+
+def _stage_problems(v: Mapping[str, Any]) -> list[Issue]:
+    """Layers split evenly over the stages, or over the stages between an uneven first
+    and last stage (Megatron's ``num_layers_in_first/last_pipeline_stage`` check)."""
+    pp, layers = v["pipeline_model_parallel_size"], v["num_layers"]
+    edges = {
+        name: v[name]
+        for name in ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
+        if v[name] is not None
+    }
+    if not edges:
+        if layers % pp:
+            message = f"expected a divisor of num_layers ({layers})"
+            return [(".pipeline_model_parallel_size", message, pp)]
+        return []
+    name = next(iter(edges))
+    if v["num_layers_per_virtual_pipeline_stage"] is not None:
+        message = "uneven pipeline stages need num_virtual_stages_per_pipeline_rank"
+        return [(f".{name}", message, edges[name])]
+    middle_layers, middle_stages = layers - sum(edges.values()), pp - len(edges)
+    if middle_layers < 0 or middle_stages < 0:
+        message = f"more layers or stages than num_layers ({layers}) and pipeline stages ({pp})"
+        return [(f".{name}", message, edges[name])]
+    if (middle_stages == 0 and middle_layers) or (middle_stages and middle_layers % middle_stages):
+        message = (
+            f"the other {middle_layers} layers do not split evenly over the other "
+            f"{middle_stages} pipeline stages"
+        )
+        return [(f".{name}", message, edges[name])]
+    return []

@@ -8,7 +8,6 @@ own; docs/concepts/memory-estimators.md states each formula in words.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -250,13 +249,3 @@ def activation_bytes(
         logits = s * b * m.padded_vocab_size / tp
         memory += (logits + s * b * h) * 2
     return memory * 1.05
-
-
-def in_flight_microbatches(m: ParallelShape, num_microbatches: int | None) -> int:
-    """How many microbatches the first stage holds activations for (Megatron's report)."""
-    pp, vpp = m.pipeline_model_parallel_size, m.virtual_pipeline_model_parallel_size
-    if vpp is not None:
-        return math.ceil((1 + (pp - 1) / (pp * vpp)) * pp)
-    if pp > 1 and num_microbatches is not None:
-        return min(num_microbatches, pp)
-    return pp

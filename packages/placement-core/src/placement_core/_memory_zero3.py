@@ -117,8 +117,8 @@ def _derive_counts(values: dict[str, Any], written: set[str]) -> list[tuple[str,
     a HuggingFace model does not build them)."""
     missing = missing_sizes(values)
     if missing:
-        hint = "required, with the other sizes, unless total_params and largest_layer_params are"
-        return [(s, f"{m}; {hint} written" if s != ".hf_config" else m, v) for s, m, v in missing]
+        counts = "or total_params and largest_layer_params"
+        return [(s, f"{m.removesuffix(')')}, {counts})", v) for s, m, v in missing]
     shape = dict(values)
     shape["seq_length"] = 1  # ZeRO-3's estimate reads no sequence length
     if shape["padded_vocab_size"] is None:
