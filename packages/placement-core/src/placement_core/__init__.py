@@ -76,6 +76,7 @@ from ._memory import (
     parse_headroom,
     require_fit,
 )
+from ._memory_megatron import megatron_fields_from_namespace
 from ._model_parallel import ModelParallelLayout, derive_model_parallel, plan_model_parallel
 from ._nvlink import order_by_nvlink_domain
 from ._plan import NodeOccupancy, Occupancy, Plan, plan
@@ -157,6 +158,7 @@ __all__ = [
     "inventory_from_snapshots",
     "load_config",
     "load_memory",
+    "megatron_fields_from_namespace",
     "node",
     "node_from_snapshot",
     "order_by_nvlink_domain",

@@ -17,12 +17,12 @@ import logging
 from typing import Any
 
 from placement_core import (
-    ESTIMATOR_FIELDS,
     ConfigError,
     Inventory,
     InventoryError,
     MemoryReport,
     check_memory,
+    megatron_fields_from_namespace,
     plan_from_assignments,
     require_fit,
 )
@@ -44,16 +44,13 @@ def slime_memory_section(args: Any) -> dict[str, Any] | None:
     arguments (``num_layers``: args made for the layout alone)."""
     if getattr(args, "num_layers", None) is None:
         return None
+    fields = megatron_fields_from_namespace(args)
+    fields.pop("hf_config", None)  # slime loads the model from its checkpoint, not this
     actor: dict[str, Any] = {
         "estimator": "megatron",
         "offload": _flag(args, "offload_train") or _flag(args, "release_train"),
+        **fields,
     }
-    for key in ESTIMATOR_FIELDS["megatron"]:
-        value = getattr(args, key, None)
-        if value is not None and key != "hf_config":
-            actor[key] = value
-    if isinstance(getattr(args, "add_bias_linear", None), bool):
-        actor["disable_bias_linear"] = not args.add_bias_linear  # Megatron's dest for the flag
     section: dict[str, Any] = {"actor": actor}
     fraction = getattr(args, "sglang_mem_fraction_static", None)
     if fraction is not None:
