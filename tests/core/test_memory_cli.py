@@ -261,3 +261,17 @@ def test_snapshots_give_gpu_and_host_memory(run: Run, write: Any, tmp_path: Path
     status, _, err = run("validate", write(document), "-i", str(tmp_path / "node0.json"))
     assert status == 1
     assert "node 0 host memory: 255.3 GiB > 64.0 GiB capacity" in err
+
+
+def test_a_report_and_a_refusal_pickle() -> None:
+    import pickle
+
+    from placement_core import DoesNotFitError, check_memory, plan, require_fit
+
+    document = qwen(actor__offload=None, rollout__offload=None)
+    report = check_memory(plan(document), document["memory"], base_dir=EXAMPLES)
+    assert pickle.loads(pickle.dumps(report)).to_dict() == report.to_dict()
+    with pytest.raises(DoesNotFitError) as refused:
+        require_fit(report)
+    again = pickle.loads(pickle.dumps(refused.value))
+    assert (str(again), again.path) == (str(refused.value), "memory")

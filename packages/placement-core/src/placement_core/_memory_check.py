@@ -20,7 +20,6 @@ from ._memory_config import MemorySpec
 from ._memory_figures import Figures, component_figures
 from ._memory_gpus import gpu_capacity
 from ._memory_load import NodeKind, node_kinds
-from ._memory_units import format_bytes
 from ._plan import Plan
 from ._ranks import format_rank_list
 
@@ -200,7 +199,6 @@ class MemoryReport:
     host_groups: tuple[HostGroup, ...]
     spec: MemorySpec
     notes: tuple[str, ...] = ()
-    _by_gpu: dict[GpuKey, GpuGroup] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def fits(self) -> bool:
@@ -221,12 +219,6 @@ class MemoryReport:
         members = sorted((key, i) for i, group in enumerate(self.groups) for key in group.members)
         for (node, index), i in members:
             yield GpuUse(node, index, self.groups[i])
-
-    def group_of(self, node_rank: int, index: int) -> GpuGroup | None:
-        """The group of one GPU, or None when no component with an entry uses it."""
-        if not self._by_gpu:
-            self._by_gpu.update((m, g) for g in self.groups for m in g.members)
-        return self._by_gpu.get((node_rank, index))
 
     def to_dict(self) -> dict[str, object]:
         """The JSON contract: ``{fits, gpus: [...], hosts: [...]}``."""
@@ -419,12 +411,3 @@ def _notes(plan: Plan, spec: MemorySpec, hosts: Sequence[HostGroup]) -> tuple[st
             "checked (node snapshots carry it; inventory: entries take host_memory_bytes)"
         )
     return tuple(notes)
-
-
-def describe_group(group: GpuGroup) -> str:
-    """A one-line summary: ``peak 43.0 GiB of 79.6 GiB (phase actor)``."""
-    peak = group.peak
-    return (
-        f"peak {format_bytes(peak.total_bytes)} of {format_bytes(group.capacity_bytes)} "
-        f"(phase {peak.name})"
-    )
