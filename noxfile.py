@@ -199,11 +199,12 @@ def _check_guide_example(session: nox.Session) -> None:
 
 # One line per example: its file, how it is planned, and the plan's figures (the map's
 # title line). A model-parallel job (RLinf's reasoning example) is planned as RLinf
-# launches it, as `placement plan --model-parallel` does.
+# launches it, as `placement plan --model-parallel` does; a job with a memory: section
+# must fit.
 EXAMPLES_SUMMARY = """
 import sys
 from pathlib import Path
-from placement_core import PlacementError, load_config, plan
+from placement_core import PlacementError, check_memory, load_config, plan, require_fit
 from placement_core._model_parallel import derive_model_parallel, load_job, looks_model_parallel
 from placement_core.render import render_map
 
@@ -216,6 +217,9 @@ for path in sorted(Path("examples").glob("*.yaml")):
             how, result = f" --model-parallel ({layout.mode})", plan(layout.config)
         else:
             how, result = "", plan(load_config(path))
+        if "memory" in job.document:  # a refused example fails the session
+            require_fit(check_memory(result, job.document["memory"], base_dir=path.parent))
+            how += " (memory: fits)"
     except PlacementError as error:
         print(f"{path}: {error}")
         failed += 1
@@ -325,6 +329,7 @@ def bench(session: nox.Session) -> None:
     bench_script("benchmarks/bench_topology.py")
     bench_script("benchmarks/bench_nvlink.py")
     bench_script("benchmarks/bench_core_replan.py")
+    bench_script("benchmarks/bench_memory.py")
     session.install(NATIVE, env={"PLACEMENT_NATIVE_REQUIRE_EXTENSION": "1"})
     bench_script("benchmarks/bench_native_snapshot.py")
     bench_script("benchmarks/bench_native_ports.py")

@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
 from mkdocs.structure.files import File, Files
 
-from placement_core import plan
+from placement_core import check_memory, plan
 from placement_core.render import render_html, render_svg
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,9 +28,17 @@ def on_files(files: Files, config: Any) -> Files:
     """Add the generated pictures and pages of the examples to the site."""
     for example in sorted(EXAMPLES.glob("*.yaml")):
         result = plan(example)
+        document = yaml.safe_load(example.read_text(encoding="utf-8"))
+        # An example with a memory: section is drawn with its memory check (will-it-fit.md).
+        memory = (
+            check_memory(result, document["memory"], base_dir=example.parent)
+            if "memory" in document
+            else None
+        )
         for suffix, render in ((".svg", render_svg), (".html", render_html)):
+            content = render(result, memory=memory)
             files.append(
-                File.generated(config, f"{TARGET}/{example.stem}{suffix}", content=render(result))
+                File.generated(config, f"{TARGET}/{example.stem}{suffix}", content=content)
             )
     return files
 

@@ -49,7 +49,15 @@ def tray(count: int = 4, **change: Any) -> dict[str, Any]:
 def _full(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with every key native writes, as the schema requires of a writer."""
     full = copy.deepcopy(data)
-    full.update({"numa_nodes": 1, "topology": [], "nvml_error": None, "node_rank": None})
+    full.update(
+        {
+            "numa_nodes": 1,
+            "topology": [],
+            "nvml_error": None,
+            "node_rank": None,
+            "host_memory_bytes": None,
+        }
+    )
     for accelerator in full["accelerators"]:
         accelerator.setdefault("fabric", None)
         for key in ("compute_capability", "memory_used_bytes", "processes", "error"):

@@ -138,3 +138,20 @@ def test_numa_nodes_are_counted_from_sysfs(tmp_path: Path) -> None:
         (nodes / name).mkdir(parents=True)
     assert _host.numa_node_count(tmp_path) == 3
     assert _host.numa_node_count(tmp_path / "nothing") == 1
+
+
+def test_host_memory_is_memtotal_of_meminfo(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       2113355776 kB\nMemFree:  1 kB\n", encoding="ascii")
+    assert _host.host_memory_bytes(meminfo) == 2113355776 * 1024
+
+
+@pytest.mark.parametrize("text", ["MemFree: 1 kB\n", "MemTotal: lots kB\n", ""])
+def test_host_memory_is_none_where_meminfo_does_not_say(tmp_path: Path, text: str) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text(text, encoding="ascii")
+    assert _host.host_memory_bytes(meminfo) is None
+
+
+def test_host_memory_of_a_missing_file_is_none(tmp_path: Path) -> None:
+    assert _host.host_memory_bytes(tmp_path / "absent") is None

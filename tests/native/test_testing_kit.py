@@ -25,7 +25,12 @@ from placement_native.testing.pytest_plugin import FakeNvmlFixture
 
 from .conftest import Take
 
-KIT_ENV = ("PLACEMENT_NVML_LIBRARY", "FAKE_NVML_TOPOLOGY", "PLACEMENT_SYSFS_ROOT")
+KIT_ENV = (
+    "PLACEMENT_NVML_LIBRARY",
+    "FAKE_NVML_TOPOLOGY",
+    "PLACEMENT_SYSFS_ROOT",
+    "PLACEMENT_MEMINFO",
+)
 
 SMALL_NODE = {
     "driver": "535.104.05",
@@ -216,3 +221,10 @@ def test_the_library_is_built_once_into_the_cache(
     assert first.is_relative_to(tmp_path / "cache")
     monkeypatch.setenv("CC", "false")  # a second build would fail
     assert library() == first
+
+
+def test_the_fake_machine_serves_its_host_memory(nvml_backend: str) -> None:
+    with fake_nvml("dgx-h100", host_memory_bytes=3 << 30):
+        snapshot = _snapshot.take(nvml_backend)
+    assert snapshot.host_memory_bytes == 3 << 30
+    assert snapshot.to_dict()["host_memory_bytes"] == 3 << 30

@@ -49,6 +49,7 @@ from ._env import (
 )
 from ._errors import (
     ConfigError,
+    DoesNotFitError,
     InventoryError,
     NoSpareError,
     PlacementError,
@@ -65,6 +66,17 @@ from ._hardware import (
     registered_hardware,
 )
 from ._inventory import Accelerator, AcceleratorProcess, Fabric, HardwareDevice, Inventory, Node
+from ._memory import (
+    ESTIMATOR_FIELDS,
+    Headroom,
+    MemoryReport,
+    MemorySpec,
+    check_memory,
+    load_memory,
+    parse_headroom,
+    require_fit,
+)
+from ._memory_megatron import megatron_fields_from_namespace
 from ._model_parallel import ModelParallelLayout, derive_model_parallel, plan_model_parallel
 from ._nvlink import order_by_nvlink_domain
 from ._plan import NodeOccupancy, Occupancy, Plan, plan
@@ -83,6 +95,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "CPU_AFFINITY_ENV",
+    "ESTIMATOR_FIELDS",
     "FROM_NODE_KEY",
     "HARDWARE_CONFIG_ENV",
     "HARDWARE_TYPE_ENV",
@@ -98,15 +111,19 @@ __all__ = [
     "ClusterConfig",
     "ComponentRule",
     "ConfigError",
+    "DoesNotFitError",
     "EnvConfig",
     "Fabric",
     "FrankaConfig",
     "HardwareConfig",
     "HardwareDevice",
     "HardwareSpec",
+    "Headroom",
     "Inventory",
     "InventoryEntry",
     "InventoryError",
+    "MemoryReport",
+    "MemorySpec",
     "ModelParallelLayout",
     "Move",
     "NoSpareError",
@@ -129,6 +146,7 @@ __all__ = [
     "attach_hardware",
     "build_space",
     "busy_accelerators",
+    "check_memory",
     "check_user_env",
     "config_json_schema",
     "derive_model_parallel",
@@ -139,10 +157,13 @@ __all__ = [
     "inventory_for",
     "inventory_from_snapshots",
     "load_config",
+    "load_memory",
+    "megatron_fields_from_namespace",
     "node",
     "node_from_snapshot",
     "order_by_nvlink_domain",
     "packed",
+    "parse_headroom",
     "parse_rank_list",
     "parse_rule",
     "plan",
@@ -154,6 +175,7 @@ __all__ = [
     "registered_accelerators",
     "registered_hardware",
     "replan",
+    "require_fit",
     "shared_ranks",
     "strided_rollout",
     "visibility_env",

@@ -6,14 +6,16 @@
                           [--allow-missing-snapshots] [--accept-partial]
                           [--format table|map|json|svg|html] [--expand] [--output FILE]
                           [--max-processes N] [--model-parallel] [--nvlink-groups]
-                          [--lose RANKS]
+                          [--lose RANKS] [--memory-headroom SIZE]
     placement validate CONFIG [--inventory ...] [--accelerators-per-node N]
                               [--allow-missing-snapshots] [--accept-partial]
                               [--max-processes N] [--model-parallel] [--nvlink-groups]
+                              [--memory-headroom SIZE]
     placement schema
 
 Exit status: 0 on success, 1 when the input is wrong (missing file, YAML syntax, config
-rules, inventory, a rule that cannot be placed), 2 for a wrong command line. Errors are
+rules, inventory, a rule that cannot be placed, a job whose ``memory:`` section says it
+will not fit), 2 for a wrong command line. Errors are
 messages naming the file, the YAML path and the value; never a traceback (set
 ``PLACEMENT_DEBUG=1`` to see one for an unexpected failure). Inputs are read under the
 limits of docs/reference/limits.md (file sizes, nesting, process count), so a hostile
@@ -36,6 +38,8 @@ from ._errors import ConfigError, PlacementError
 from ._interpolate import JobDocument
 from ._inventory import MAX_ACCELERATORS_PER_NODE, Inventory
 from ._limits import MAX_PROBLEMS_SHOWN, MAX_PROCESSES
+from ._memory import MemoryReport, require_fit
+from ._memory_cli import add_memory_option, memory_report, memory_summary
 from ._model_parallel import derive_model_parallel, load_job, looks_model_parallel
 from ._plan import Plan, plan
 from ._ranks import format_rank_list
@@ -122,6 +126,7 @@ def _add_inventory_options(parser: argparse.ArgumentParser) -> None:
         "critic and inference inside one NVLink domain (their nvlink_group is derived from "
         "the model's parallel sizes)",
     )
+    add_memory_option(parser)
 
 
 def _add_max_processes(parser: argparse.ArgumentParser) -> None:
@@ -243,17 +248,20 @@ def _make_plan(config: ClusterConfig, job: JobDocument | None, args: argparse.Na
     return plan(layout.config, inventory, max_processes=args.max_processes)
 
 
-def _render(result: Plan, args: argparse.Namespace, out: TextIO) -> None:
+def _render(
+    result: Plan, args: argparse.Namespace, out: TextIO, memory: MemoryReport | None
+) -> None:
     if args.format == "json":
-        write_json(result, out)  # streamed: millions of placements never sit in memory whole
+        # Streamed: millions of placements never sit in memory whole.
+        write_json(result, out, memory=memory)
     elif args.format == "map":
-        out.write(terminal_text(render_map(result)))
+        out.write(terminal_text(render_map(result, memory=memory)))
     elif args.format == "svg":
-        out.write(render_svg(result))
+        out.write(render_svg(result, memory=memory))
     elif args.format == "html":
-        out.write(render_html(result))
+        out.write(render_html(result, memory=memory))
     else:
-        out.write(terminal_text(render_table(result, fold=not args.expand)))
+        out.write(terminal_text(render_table(result, fold=not args.expand, memory=memory)))
 
 
 def _run_plan(args: argparse.Namespace, out: TextIO) -> int:
@@ -266,17 +274,32 @@ def _run_plan(args: argparse.Namespace, out: TextIO) -> int:
             if error.path == "lost":
                 raise error.with_path("--lose") from None
             raise
+    memory = memory_report(args, config, job, result)
     if args.output is None:
-        _render(result, args, out)
-        return EXIT_OK
+        _render(result, args, out, memory)
+        return _memory_verdict(memory, args)
     try:
         with open(args.output, "w", encoding="utf-8") as file:
-            _render(result, args, file)
+            _render(result, args, file, memory)
     except OSError as error:
         sys.stderr.write(f"{PROG}: error: cannot write {args.output}: {error.strerror or error}\n")
         return EXIT_INVALID
     size = Path(args.output).stat().st_size
     sys.stderr.write(f"{PROG}: wrote {args.output} ({args.format}, {_bytes(size)})\n")
+    return _memory_verdict(memory, args)
+
+
+def _memory_verdict(memory: MemoryReport | None, args: argparse.Namespace) -> int:
+    """Exit 1, with the refusal on standard error, when the plan will not fit."""
+    if memory is None:
+        return EXIT_OK
+    for note in memory.notes:
+        sys.stderr.write(terminal_text(f"{PROG}: note: {note}\n"))
+    try:
+        require_fit(memory)
+    except PlacementError as error:
+        _report(error, args.config, sys.stderr)
+        return EXIT_INVALID
     return EXIT_OK
 
 
@@ -300,6 +323,7 @@ def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
         )
     )
     if not _inventory_known(config, args):
+        memory_report(args, config, job, None)  # the memory: section is checked all the same
         what = "model-parallel layout not derived" if job is not None else "not planned"
         out.write(
             f"{args.config}: valid ({described}); {what}: no inventory (add an inventory: "
@@ -312,13 +336,16 @@ def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
             )
         return EXIT_OK
     result = _make_plan(config, job, args)
+    memory = memory_report(args, config, job, result)
     processes = plural(sum(len(p) for p in result.components.values()), "process")
     warned = f", {plural(len(result.warnings), 'warning')}" if result.warnings else ""
     out.write(f"{args.config}: valid ({described}; {processes} planned{warned})\n")
     out.writelines(f"{args.config}: {line}\n" for line in result.spares().lines())
     for warning in result.warnings:
         sys.stderr.write(terminal_text(f"{PROG}: warning: {warning}\n"))
-    return EXIT_OK
+    if memory is not None and memory.fits:
+        out.write(f"{args.config}: {memory_summary(memory)}\n")
+    return _memory_verdict(memory, args)
 
 
 def _located(text: str, path: str | None, config: str | None, lines: dict[str, int]) -> str:

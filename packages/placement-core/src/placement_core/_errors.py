@@ -11,7 +11,9 @@ Hierarchy::
     ├── PlacementRuleError (ValueError) a well-formed rule that cannot be placed
     │   │                               (counts do not divide, a process spans nodes, ...)
     │   └── NoSpareError                a lost node has no compatible spare left
-    └── InventoryError (ValueError)     a node snapshot or inventory is malformed
+    ├── InventoryError (ValueError)     a node snapshot or inventory is malformed
+    └── DoesNotFitError (ValueError)    a plan's components do not fit in a GPU's or a
+                                        host's memory (the ``memory:`` check)
 
 Every exception pickles (they cross Ray process boundaries): constructor arguments are
 kept and replayed by ``__reduce__``.
@@ -29,6 +31,7 @@ from ._tokens import caret_block
 
 __all__ = [
     "ConfigError",
+    "DoesNotFitError",
     "InventoryError",
     "NoSpareError",
     "PlacementError",
@@ -183,3 +186,9 @@ class NoSpareError(PlacementRuleError):
 
 class InventoryError(PlacementError, ValueError):
     """A node snapshot or inventory that is malformed or inconsistent."""
+
+
+class DoesNotFitError(PlacementError, ValueError):
+    """A plan whose components do not fit in a GPU's memory in some phase, or in a host's
+    memory (see docs/concepts/will-it-fit.md); the message says where, by how much and
+    what would make it fit."""

@@ -126,6 +126,9 @@ class Node:
     (``"<cluster_uuid>/<clique_id>"`` from a snapshot's fabric info, or the name an
     ``inventory:`` entry declares); None when the node has none, in which case it forms
     a domain of its own. See docs/concepts/nvlink-domains.md.
+
+    ``host_memory_bytes`` is the node's RAM (a snapshot's ``MemTotal``, or what an
+    ``inventory:`` entry declares); None when unknown.
     """
 
     rank: int
@@ -137,6 +140,7 @@ class Node:
     hardware: tuple[HardwareDevice, ...] = ()
     links: tuple[tuple[int, int, str], ...] = ()
     nvlink_domain: str | None = None
+    host_memory_bytes: int | None = None
 
     @property
     def accelerator_type(self) -> str | None:

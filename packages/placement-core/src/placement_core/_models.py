@@ -44,6 +44,7 @@ from ._fields import (
 from ._hardware import HardwareConfig, hardware_model, registered_hardware
 from ._inventory import MAX_ACCELERATORS_PER_NODE, MAX_NODES
 from ._limits import MAX_EXPANDED_RANKS
+from ._memory_units import ByteSize
 from ._nvlink_fields import DomainName, NvlinkGroup
 from ._problems import Issues, did_you_mean, issue, issues_from
 from ._ranks import format_rank_list
@@ -253,6 +254,9 @@ class AcceleratorSpec(_Model):
     type: AcceleratorName = "nvidia"
     model: str | None = None
     count: Annotated[int, Field(strict=True, ge=0, le=MAX_ACCELERATORS_PER_NODE)]
+    memory_bytes: ByteSize | None = Field(
+        None, description="each accelerator's memory (default: from the model's name)"
+    )
 
 
 class InventoryEntry(_Model):
@@ -266,11 +270,13 @@ class InventoryEntry(_Model):
         accelerators: Each node's accelerators.
         nvlink_domain: The NVLink domain the nodes belong to, or None (each node is
             then a domain of its own). See docs/concepts/nvlink-domains.md.
+        host_memory_bytes: Each node's host memory (for the memory check), or None.
     """
 
     node_ranks: NodeRanks
     accelerators: AcceleratorSpec
     nvlink_domain: DomainName | None = None
+    host_memory_bytes: ByteSize | None = Field(None, description="each node's host memory")
 
 
 class ClusterConfig(_Model):

@@ -11,6 +11,7 @@ from typing import Any
 
 from ._accelerators import registered_accelerators
 from ._hardware import hardware_model, registered_hardware
+from ._memory_config import ESTIMATOR_FIELDS, MEMORY_KEY, PHASES_KEY, MemoryEntry
 from ._models import ClusterConfig, ComponentRule
 from ._vocab import RLINF_CLUSTER_KEYS
 from ._vocab import ROOT_KEY as ROOT
@@ -63,7 +64,28 @@ def config_json_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "placement cluster config",
         "type": "object",
-        "properties": {ROOT: {"$ref": "#/$defs/ClusterConfig"}},
+        "properties": {ROOT: {"$ref": "#/$defs/ClusterConfig"}, MEMORY_KEY: _memory_schema(defs)},
         "required": [ROOT],
         "$defs": {**defs, "ClusterConfig": {k: v for k, v in schema.items() if k != "$defs"}},
+    }
+
+
+def _memory_schema(defs: dict[str, Any]) -> dict[str, Any]:
+    """The ``memory:`` section: an entry per component, and ``phases``."""
+    entry = MemoryEntry.model_json_schema(mode="validation")
+    for key in MemoryEntry.set_aside:
+        owners = [name for name, keys in ESTIMATOR_FIELDS.items() if key in keys]
+        entry["properties"][key] = {"description": f"a field of estimator {' and '.join(owners)}"}
+    defs["MemoryEntry"] = entry
+    return {
+        "description": "component -> how much memory it takes (docs/concepts/will-it-fit.md)",
+        "type": "object",
+        "properties": {
+            PHASES_KEY: {
+                "description": "phase name -> the components active together",
+                "type": "object",
+                "additionalProperties": {"type": "array", "items": {"type": "string"}},
+            }
+        },
+        "additionalProperties": {"$ref": "#/$defs/MemoryEntry"},
     }

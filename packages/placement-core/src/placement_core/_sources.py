@@ -143,6 +143,8 @@ class _Snapshot(_Lenient):
     links: tuple[tuple[_Count, _Count, Annotated[str, Field(strict=True)]], ...] = ()
     node_rank: _Count | None = None
     nvml_error: str | None = None
+    # Optional (newer writers): the node's RAM.
+    host_memory_bytes: _Count | None = None
 
 
 def _snapshot_error(name: str, field: str, reason: str) -> InventoryError:
@@ -397,6 +399,7 @@ def _node(snapshot: _Snapshot, rank: int, name: str, *, accept_partial: bool) ->
             {a.index for a in accelerators},
         ),
         nvlink_domain=domain,
+        host_memory_bytes=snapshot.host_memory_bytes,
     )
     return _ReadNode(node, tuple(shortfalls), () if warning is None else (warning,))
 
@@ -529,7 +532,8 @@ def _config_accelerators(config: ClusterConfig) -> dict[int, tuple[Accelerator, 
     for entry in config.inventory:
         spec = entry.accelerators
         shared = tuple(
-            Accelerator(index=i, type=spec.type, model=spec.model) for i in range(spec.count)
+            Accelerator(index=i, type=spec.type, model=spec.model, memory_bytes=spec.memory_bytes)
+            for i in range(spec.count)
         )
         for rank in entry.node_ranks:
             by_rank[rank] = shared
@@ -541,6 +545,15 @@ def _config_domains(config: ClusterConfig) -> dict[int, str]:
         rank: entry.nvlink_domain
         for entry in config.inventory
         if entry.nvlink_domain is not None
+        for rank in entry.node_ranks
+    }
+
+
+def _config_host_memory(config: ClusterConfig) -> dict[int, int]:
+    return {
+        rank: entry.host_memory_bytes
+        for entry in config.inventory
+        if entry.host_memory_bytes is not None
         for rank in entry.node_ranks
     }
 
@@ -640,6 +653,7 @@ def inventory_for(
         _check_described(config.num_nodes, read, from_config)
     fallback = tuple(Accelerator(index=i) for i in range(per_node or 0))
     domains = _config_domains(config)
+    host_memory = _config_host_memory(config)
     nodes = []
     # An NVML failure on a node the config declares non-NVIDIA is no shortfall.
     shortfalls = [s for rank, r in read.items() if rank not in non_nvml for s in r.shortfalls]
@@ -652,12 +666,15 @@ def inventory_for(
                 node_id=f"node-{rank}",
                 accelerators=from_config.get(rank, fallback),
                 nvlink_domain=domain,
+                host_memory_bytes=host_memory.get(rank),
             )
         else:
             if not node.accelerators and rank in non_nvml:
                 node = dataclasses.replace(node, accelerators=from_config[rank], links=())
             if node.nvlink_domain is None and domain is not None:
                 node = dataclasses.replace(node, nvlink_domain=domain)
+            if node.host_memory_bytes is None and rank in host_memory:
+                node = dataclasses.replace(node, host_memory_bytes=host_memory[rank])
         nodes.append(node)
     shortfalls += _fewer_than_declared(read, from_config)
     if snapshots and per_node is None:

@@ -93,6 +93,7 @@ class Assembler:
             source,
             None if raw.error is None else str(raw.error),
             node_rank,
+            _host.host_memory_bytes(),
         )
 
     def _links(self, raw: RawNode) -> tuple[Link, ...]:

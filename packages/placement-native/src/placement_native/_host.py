@@ -1,5 +1,5 @@
-"""Facts about this host that need no NVML: hostname, primary IP, CPUs, NUMA nodes, and the
-sysfs view of a PCI device's NUMA node and local CPUs.
+"""Facts about this host that need no NVML: hostname, primary IP, CPUs, NUMA nodes, memory,
+and the sysfs view of a PCI device's NUMA node and local CPUs.
 
 Nothing here sends a packet: the primary IP is the address of the interface that holds
 the default route (read from ``/proc/net/route``, address via ``SIOCGIFADDR``), else an
@@ -24,6 +24,7 @@ __all__ = [
     "cpu_count",
     "cpulist_from_mask",
     "format_cpulist",
+    "host_memory_bytes",
     "hostname",
     "ipv4_broadcasts",
     "numa_node_count",
@@ -36,6 +37,8 @@ __all__ = [
 
 ROUTE_FILE = Path("/proc/net/route")
 SYSFS_ENV = "PLACEMENT_SYSFS_ROOT"
+MEMINFO_FILE = Path("/proc/meminfo")
+MEMINFO_ENV = "PLACEMENT_MEMINFO"
 
 _SIOCGIFADDR = 0x8915
 _SIOCGIFNETMASK = 0x891B
@@ -58,6 +61,40 @@ def sysfs_root() -> str:
 def hostname() -> str:
     """This host's name as the kernel knows it."""
     return socket.gethostname()
+
+
+def host_memory_bytes(meminfo: str | Path | None = None) -> int | None:
+    """The node's RAM: ``MemTotal`` of ``/proc/meminfo`` (``$PLACEMENT_MEMINFO`` where set: a
+    host's file seen from a container, or a test's), or None where it cannot be read.
+
+    Raises:
+        EnvVarError: The variable is not a UTF-8 path.
+    """
+    path = Path(meminfo or env_path(MEMINFO_ENV) or MEMINFO_FILE)
+    if path in _MEMTOTAL:
+        return _MEMTOTAL[path]
+    _MEMTOTAL[path] = size = _memtotal(path)
+    return size
+
+
+#: MemTotal by file, read once: it does not change while a node runs, and a snapshot is
+#: taken again and again.
+_MEMTOTAL: dict[Path, int | None] = {}
+
+
+def _memtotal(path: Path) -> int | None:
+    try:
+        with path.open(encoding="ascii", errors="replace") as file:
+            for line in file:
+                key, _, rest = line.partition(":")
+                if key == "MemTotal":
+                    number, _, unit = rest.strip().partition(" ")
+                    if number.isdigit() and unit.strip() in ("kB", ""):
+                        return int(number) * (1024 if unit.strip() == "kB" else 1)
+                    return None
+    except OSError:
+        return None
+    return None
 
 
 def cpu_count() -> int:

@@ -137,6 +137,8 @@ class NodeSnapshot:
         node_rank: The node's rank from ``PLACEMENT_NODE_RANK`` (or ``RLINF_NODE_RANK``) in the
             environment, or None (docs/concepts/node-order.md: then the cluster orders nodes
             itself).
+        host_memory_bytes: The node's RAM (``MemTotal`` of ``/proc/meminfo``), or None where
+            it cannot be read.
     """
 
     hostname: str
@@ -149,6 +151,7 @@ class NodeSnapshot:
     source: str = "nvml-cffi"
     nvml_error: str | None = None
     node_rank: int | None = None
+    host_memory_bytes: int | None = None
 
     def link(self, a: int, b: int) -> Link | None:
         """The link between GPUs ``a`` and ``b`` (either order), or None if unknown."""
@@ -183,6 +186,7 @@ class NodeSnapshot:
             "source": self.source,
             "nvml_error": self.nvml_error,
             "node_rank": self.node_rank,
+            "host_memory_bytes": self.host_memory_bytes,
         }
 
     def to_json(self, *, indent: int | None = None) -> str:

@@ -42,6 +42,7 @@ from ._attach import attach
 from ._cluster import Cluster
 from ._failure import HealthReport, Occupant, check_health, occupants
 from ._launch import Launch, launch
+from ._memory_live import GpuMemoryInUse, MemoryInUse
 from ._node_order import NODE_RANK_LABEL
 from ._placement_groups import BundleSlot, OrderedPlacementGroup, create_placement_group
 from ._recover import RecoveryReport
@@ -93,11 +94,13 @@ __all__ = [
     "CpuBindingError",
     "EngineAlignmentError",
     "ForeignClusterError",
+    "GpuMemoryInUse",
     "HealthReport",
     "InfeasiblePlacementGroupError",
     "InterpreterError",
     "Launch",
     "LaunchNotFoundError",
+    "MemoryInUse",
     "NativeCallError",
     "NoSpareNodeError",
     "NodeLostError",

@@ -282,9 +282,16 @@ def build_inventory(ordered: Sequence[NodeFacts]) -> Inventory:
                 accelerators=accelerators,
                 links=links,
                 nvlink_domain=domain,
+                host_memory_bytes=_host_memory(facts.snapshot),
             )
         )
     return Inventory(tuple(nodes))
+
+
+def _host_memory(snapshot: Mapping[str, Any] | None) -> int | None:
+    """The node's RAM from its snapshot (the memory check holds host use against it)."""
+    value = (snapshot or {}).get("host_memory_bytes")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def discover_inventory(

@@ -40,6 +40,8 @@ from placement_core import (
     RANK_ENV_VARS,
     VISIBILITY_ENV_VARS,
     ClusterConfig,
+    Headroom,
+    MemorySpec,
     Move,
     Placement,
     Plan,
@@ -56,6 +58,7 @@ from ._cluster import Cluster
 from ._colocation import SHARE_QUANTUM, GpuShare, check_shares, default_share, validate_share
 from ._detach import forget_launch, launch_manifest, refuse_taken, save_launch
 from ._failure import HealthReport, check_health
+from ._memory_live import MemoryInUse, memory_in_use
 from ._placement_groups import OrderedPlacementGroup
 from ._recover import RecoveryReport, recover
 from ._request import (
@@ -506,6 +509,30 @@ class Launch:
         logger.warning("node loss: %s", report.describe())
         if self.detached and self.name is not None:
             save_launch(self)
+
+    def memory_report(
+        self,
+        memory: Mapping[str, Any] | MemorySpec,
+        *,
+        headroom: Headroom | None = None,
+        timeout_s: float = 120.0,
+    ) -> MemoryInUse:
+        """The plan's memory estimate beside each GPU's memory in use now.
+
+        See docs/concepts/will-it-fit.md. Every node of the plan takes a fresh snapshot.
+
+        Args:
+            memory: The job's ``memory:`` section (a mapping as in the YAML).
+            headroom: A margin kept free on every GPU (``placement_core.parse_headroom``).
+            timeout_s: Limit for the nodes' snapshots.
+
+        Returns:
+            Per GPU: capacity, the estimate of its busiest phase, and the bytes in use.
+        """
+        self._check_open()
+        return memory_in_use(
+            self.plan, memory, self.gpu_map, headroom=headroom, timeout_s=timeout_s
+        )
 
     def manifest(self) -> dict[str, Any]:
         """The job's rank map as JSON-ready data, current after every recovery.

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._memory_svg import memory_panel
 from ._svg import HEADER_H, PlanPicture, render_svg, xml_escape
 
 if TYPE_CHECKING:
+    from placement_core._memory_check import MemoryReport
     from placement_core._plan import Plan
 
 __all__ = ["NOTEBOOK_MAX_NODES", "notebook_html", "render_html"]
@@ -110,13 +112,17 @@ _JS = """
 """
 
 
-def render_html(plan: Plan, *, max_nodes: int | None = None) -> str:
+def render_html(
+    plan: Plan, *, max_nodes: int | None = None, memory: MemoryReport | None = None
+) -> str:
     """The plan as one self-contained HTML page.
 
     Args:
         plan: The plan to draw.
         max_nodes: Most node rows to draw (a note says how many were left out); None
             draws every row. Runs of same-looking nodes are folded either way.
+        memory: A memory check (docs/concepts/will-it-fit.md): a panel under the grid
+            draws a stacked bar per kind of GPU per phase, bytes on hover.
 
     Returns:
         The page, ending with a newline.
@@ -165,10 +171,24 @@ def render_html(plan: Plan, *, max_nodes: int | None = None) -> str:
         f'width="{width}" height="{height + 8:.0f}">{picture.defs()}\n'
         + "\n".join(body)
         + "\n</svg></div>\n"
+        + _memory_html(picture, memory)
         + (f'<div class="notes">{xml_escape(notes)}</div>' if notes else "")
         + "</main>\n"
         '<div id="card" role="tooltip" hidden></div>\n'
         f"<script>{_JS}</script></body></html>\n"
+    )
+
+
+def _memory_html(picture: PlanPicture, memory: MemoryReport | None) -> str:
+    if memory is None:
+        return ""
+    width = max(picture.width, 720.0)
+    panel, height = memory_panel(memory, picture.swatches, 4, width)
+    return (
+        f'<div class="grid"><svg xmlns="http://www.w3.org/2000/svg" class="placement-plan" '
+        f'width="{width:.0f}" height="{height + 8:.0f}">{picture.style()}{picture.defs()}\n'
+        + "\n".join(panel)
+        + "\n</svg></div>\n"
     )
 
 

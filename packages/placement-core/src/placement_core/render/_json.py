@@ -12,6 +12,7 @@ from placement_core._records import Placement
 from placement_core._topology_plan import inventory_has_topology
 
 if TYPE_CHECKING:
+    from placement_core._memory_check import MemoryReport
     from placement_core._plan import Plan
 
 __all__ = ["JSON_SCHEMA_VERSION", "plan_to_dict", "render_json", "write_json"]
@@ -57,7 +58,9 @@ def _node(node: Node, topology: bool, domains: bool) -> dict[str, Any]:
     return out
 
 
-def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
+def plan_to_dict(
+    plan: Plan, *, env: bool = True, memory: MemoryReport | None = None
+) -> dict[str, Any]:
     """The plan as plain JSON-ready data.
 
     Each component maps to its placements in rank order, each with exactly the keys
@@ -78,6 +81,8 @@ def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
         plan: The plan.
         env: Include each worker's environment (see docs/concepts/worker-environment.md); ``None``
             when False.
+        memory: A memory check: adds ``memory`` (``fits``, ``gpus``, ``hosts``; see
+            docs/concepts/will-it-fit.md).
     """
     topology = inventory_has_topology(plan.inventory)
     nodes = plan.inventory.nodes
@@ -102,7 +107,10 @@ def plan_to_dict(plan: Plan, *, env: bool = True) -> dict[str, Any]:
         "components": components,
         "warnings": list(plan.warnings),
     }
-    return out | _spares(plan)
+    out |= _spares(plan)
+    if memory is not None:
+        out["memory"] = memory.to_dict()
+    return out
 
 
 def _spares(plan: Plan) -> dict[str, Any]:
@@ -155,18 +163,20 @@ def _placement(
     return out
 
 
-def render_json(plan: Plan, *, indent: int | None = 2) -> str:
+def render_json(plan: Plan, *, indent: int | None = 2, memory: MemoryReport | None = None) -> str:
     """The plan as JSON text (see :func:`plan_to_dict`), ending with a newline.
 
     For a plan of millions of processes, :func:`write_json` writes the same text to a
     file without holding it whole.
     """
     out = io.StringIO()
-    write_json(plan, out, indent=indent)
+    write_json(plan, out, indent=indent, memory=memory)
     return out.getvalue()
 
 
-def write_json(plan: Plan, out: TextIO, *, indent: int | None = 2) -> None:
+def write_json(
+    plan: Plan, out: TextIO, *, indent: int | None = 2, memory: MemoryReport | None = None
+) -> None:
     """Write the plan as JSON text to ``out``, one node and one placement at a time.
 
     The text is :func:`render_json`'s (and ``json.dumps(plan_to_dict(plan))``'s), but
@@ -177,6 +187,7 @@ def write_json(plan: Plan, out: TextIO, *, indent: int | None = 2) -> None:
         plan: The plan.
         out: A text stream (``sys.stdout``, an open file).
         indent: As ``json.dumps``'s; None writes one line.
+        memory: A memory check: adds ``memory`` (see :func:`plan_to_dict`).
     """
     topology = inventory_has_topology(plan.inventory)
     nodes = plan.inventory.nodes
@@ -199,7 +210,21 @@ def write_json(plan: Plan, out: TextIO, *, indent: int | None = 2) -> None:
     for key, value in _spares(plan).items():
         out.write(writer.comma + writer.newline(1) + json.dumps(key) + ": ")
         out.write(writer.dump(value, 1))
+    if memory is not None:
+        _write_memory(memory, writer)
     out.write(writer.newline(0) + "}\n")
+
+
+def _write_memory(memory: MemoryReport, writer: _Writer) -> None:
+    """``"memory": {fits, gpus, hosts}``, one GPU at a time (80,000 GPUs on 10,000 nodes)."""
+    out = writer.out
+    out.write(writer.comma + writer.newline(1) + '"memory": {' + writer.newline(2))
+    out.write('"fits": ' + json.dumps(memory.fits) + writer.comma + writer.newline(2))
+    out.write('"gpus": ')
+    writer.array((gpu.to_dict() for gpu in memory.gpus()), 2)
+    out.write(writer.comma + writer.newline(2) + '"hosts": ')
+    writer.array((host.to_dict() for host in memory.hosts), 2)
+    out.write(writer.newline(1) + "}")
 
 
 def _streamed(plan: Plan, name: str, p: Placement, topology: bool, domains: bool) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from placement_core._topology_plan import crosses_socket, inventory_has_topology
 
 from ._domains import domain_bands, renumbered_note
 from ._grid import CROSSING, Fold, component_codes, device_name, fold_nodes, occupants_label
+from ._memory_text import memory_block
 from ._text import (
     HardwareNumbers,
     align,
@@ -32,6 +33,7 @@ from ._text import (
 )
 
 if TYPE_CHECKING:
+    from placement_core._memory_check import MemoryReport
     from placement_core._plan import NodeOccupancy, Plan
 
 __all__ = ["component_codes", "render_map"]
@@ -67,12 +69,14 @@ def _extras(
     return "; ".join(parts)
 
 
-def render_map(plan: Plan, *, max_nodes: int = 64) -> str:
+def render_map(plan: Plan, *, max_nodes: int = 64, memory: MemoryReport | None = None) -> str:
     """Draw the plan as a node x accelerator grid.
 
     Args:
         plan: The plan to draw.
         max_nodes: Most node rows to print; a note says how many were left out.
+        memory: A memory check (docs/concepts/will-it-fit.md): a last block gives each
+            kind of GPU's peak phase against its capacity.
 
     Returns:
         The map, ending with a newline.
@@ -113,6 +117,7 @@ def render_map(plan: Plan, *, max_nodes: int = 64) -> str:
         )
     lines += spares_block(plan)
     lines += warnings_block(plan)
+    lines += memory_block(memory)
     return "\n".join(lines) + "\n"
 
 

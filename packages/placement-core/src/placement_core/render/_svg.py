@@ -32,6 +32,7 @@ from ._grid import Fold, component_codes, device_name, fold_nodes, occupants_lab
 from ._text import hardware_numbers, node_kind, node_tag, plural, spares_block, summary
 
 if TYPE_CHECKING:
+    from placement_core._memory_check import MemoryReport
     from placement_core._plan import NodeOccupancy, Occupant, Plan
 
 __all__ = ["PALETTE", "PlanPicture", "Swatch", "render_svg", "xml_escape"]
@@ -549,13 +550,17 @@ def _short_json(config: object, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def render_svg(plan: Plan, *, max_nodes: int | None = None) -> str:
+def render_svg(
+    plan: Plan, *, max_nodes: int | None = None, memory: MemoryReport | None = None
+) -> str:
     """Draw the plan as one standalone SVG document.
 
     Args:
         plan: The plan to draw.
         max_nodes: Most node rows to draw (a note says how many were left out); None
             draws every row. Runs of same-looking nodes are folded either way.
+        memory: A memory check (docs/concepts/will-it-fit.md): a panel under the grid
+            draws a stacked bar per kind of GPU per phase, bytes on hover.
 
     Returns:
         The SVG, ending with a newline.
@@ -571,6 +576,12 @@ def render_svg(plan: Plan, *, max_nodes: int | None = None) -> str:
     body, height = picture.body(y + HEADER_H)
     out += body
     y += HEADER_H + height + 6
+    if memory is not None:
+        from ._memory_svg import memory_panel  # it draws with this module's pieces
+
+        panel, height = memory_panel(memory, picture.swatches, y, width)
+        out += panel
+        y += height + 6
     chars = max(40, int((width - 2 * PAD) / CHAR_W))
     for note in picture.notes():
         for line in textwrap.wrap(note, chars) or [""]:

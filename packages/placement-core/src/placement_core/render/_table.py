@@ -10,6 +10,7 @@ from placement_core._ranks import format_rank_list, parse_rank_list
 from placement_core._records import Placement
 from placement_core._topology_plan import inventory_has_topology
 
+from ._memory_text import memory_block
 from ._text import (
     HardwareNumbers,
     align,
@@ -22,6 +23,7 @@ from ._text import (
 )
 
 if TYPE_CHECKING:
+    from placement_core._memory_check import MemoryReport
     from placement_core._plan import Plan
 
 __all__ = ["render_table"]
@@ -31,7 +33,7 @@ HEADER = ("RANK", "NODE", "RESOURCES", "VISIBLE", "LOCAL", "LOCAL_RANK", "GROUP"
 TOPOLOGY_HEADER = ("LINK", "NUMA", "CPUS")
 
 
-def render_table(plan: Plan, *, fold: bool = True) -> str:
+def render_table(plan: Plan, *, fold: bool = True, memory: MemoryReport | None = None) -> str:
     """Render every component's placements as aligned columns.
 
     Each component's heading names the components it shares accelerators or devices
@@ -53,6 +55,9 @@ def render_table(plan: Plan, *, fold: bool = True) -> str:
     process's worst accelerator link, its NUMA node and its CPUs (for a folded row, the
     CPUs its processes split between them, ``0-31 (16 each)`` where the shares are
     disjoint and equal); rows fold only over equal links and NUMA nodes.
+
+    With a memory check (``memory``, see docs/concepts/will-it-fit.md), a last block
+    gives each kind of GPU's peak phase against its capacity.
     """
     topology = inventory_has_topology(plan.inventory)
     lines = [f"plan: {summary(plan)}", *spares_block(plan)]
@@ -73,6 +78,7 @@ def render_table(plan: Plan, *, fold: bool = True) -> str:
         rows = [header, *(_row(run, numbers, topology) for run in _runs(placements, fold))]
         lines += align(rows, indent="  ")
     lines += warnings_block(plan)
+    lines += memory_block(memory)
     return "\n".join(lines) + "\n"
 
 

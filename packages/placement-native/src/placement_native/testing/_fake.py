@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from placement_native._host import SYSFS_ENV
+from placement_native._host import MEMINFO_ENV, SYSFS_ENV
 from placement_native._raw import LIBRARY_ENV
 
 from ._build import library
@@ -19,6 +19,8 @@ from ._topology import Topology, load_topology
 __all__ = ["TOPOLOGY_ENV", "FakeNvml", "fake_nvml", "resolve"]
 
 TOPOLOGY_ENV = "FAKE_NVML_TOPOLOGY"  # read by fake_nvml.c at nvmlInit (and watched after)
+#: The fake machine's RAM unless given: a DGX H100's 2 TiB.
+HOST_MEMORY_BYTES = 2 << 40
 
 
 def resolve(machine: str | os.PathLike[str] | Topology) -> tuple[str, Topology]:
@@ -53,6 +55,8 @@ class FakeNvml:
             temporary directory, removed by ``close()``.
         sysfs: An existing sysfs tree to use (the NUMA node directories are added to it);
             default one under ``directory``.
+        host_memory_bytes: The machine's RAM, served as ``MemTotal`` of a fake
+            ``/proc/meminfo`` (``PLACEMENT_MEMINFO``); None leaves this host's own.
 
     Attributes:
         name: The topology's name, file path, or ``"custom"``.
@@ -60,7 +64,8 @@ class FakeNvml:
         library: The fake ``libnvidia-ml.so.1`` (``PLACEMENT_NVML_LIBRARY``).
         topology_file: The directive file the library reads (``FAKE_NVML_TOPOLOGY``).
         sysfs: The fake sysfs root (``PLACEMENT_SYSFS_ROOT``).
-        env: The three variables above.
+        meminfo: The fake ``/proc/meminfo`` (``PLACEMENT_MEMINFO``), or None.
+        env: The variables above.
 
     Raises:
         FakeTopologyError: an unknown or malformed topology.
@@ -73,6 +78,7 @@ class FakeNvml:
         *,
         directory: str | os.PathLike[str] | None = None,
         sysfs: str | os.PathLike[str] | None = None,
+        host_memory_bytes: int | None = HOST_MEMORY_BYTES,
     ) -> None:
         self.name, self.topology = resolve(machine)
         self.topology.validate()
@@ -94,6 +100,14 @@ class FakeNvml:
                 (self.sysfs / "devices" / "system" / "node" / f"node{k}").mkdir(
                     parents=True, exist_ok=True
                 )
+            self.meminfo: Path | None = None
+            if host_memory_bytes is not None:
+                handle, path = tempfile.mkstemp(prefix="meminfo-", dir=root)
+                os.close(handle)
+                self.meminfo = Path(path)
+                self.meminfo.write_text(
+                    f"MemTotal:       {host_memory_bytes // 1024} kB\n", encoding="ascii"
+                )
         except BaseException:
             self.close()
             raise
@@ -102,6 +116,8 @@ class FakeNvml:
             TOPOLOGY_ENV: str(self.topology_file),
             SYSFS_ENV: str(self.sysfs),
         }
+        if self.meminfo is not None:
+            self.env[MEMINFO_ENV] = str(self.meminfo)
         self._saved: list[dict[str, str | None]] = []
 
     def __enter__(self) -> FakeNvml:
@@ -150,6 +166,7 @@ def fake_nvml(
     *,
     directory: str | os.PathLike[str] | None = None,
     sysfs: str | os.PathLike[str] | None = None,
+    host_memory_bytes: int | None = HOST_MEMORY_BYTES,
 ) -> FakeNvml:
     """Serve a fake machine through NVML for the duration of a ``with`` block.
 
@@ -165,6 +182,7 @@ def fake_nvml(
             ``no-gpus``), a JSON topology file, or a ``Topology``.
         directory: Where to write its files (default: a temporary directory).
         sysfs: An existing sysfs tree to use instead of a fresh one.
+        host_memory_bytes: The machine's RAM (default 2 TiB); None: this host's own.
 
     Returns:
         A ``FakeNvml``; use it as a context manager.
@@ -173,4 +191,4 @@ def fake_nvml(
         FakeTopologyError: an unknown or malformed topology.
         FakeNVMLBuildError: the library could not be compiled (no C compiler, ...).
     """
-    return FakeNvml(machine, directory=directory, sysfs=sysfs)
+    return FakeNvml(machine, directory=directory, sysfs=sysfs, host_memory_bytes=host_memory_bytes)

@@ -22,8 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 from placement_ray._cluster import Cluster
-from placement_ray._slime.layout import SlimeLayout
+from placement_ray._slime.layout import SlimeLayout, slime_bundle_counts
 from placement_ray._slime.layout import create_placement_groups as _create
+from placement_ray._slime.memory import check_slime_memory, slime_memory_section
 from placement_ray.errors import ArgumentError
 
 __all__ = ["DEVICE_ACCELERATORS", "SLIME_ARGS", "create_placement_groups", "slime_dict"]
@@ -41,7 +42,9 @@ SLIME_ARGS = (
 )
 """The attributes of slime's ``args`` that are read; every other one is ignored (and,
 where present, ``accelerator`` or ``device``: see :data:`DEVICE_ACCELERATORS`; a truthy
-``spare_nodes`` is refused: the drop-in keeps no spares)."""
+``spare_nodes`` is refused: the drop-in keeps no spares), except those of the memory
+check: Megatron's model arguments, ``sglang_mem_fraction_static``, ``offload_train``,
+``offload_rollout`` and ``release_train`` (docs/concepts/will-it-fit.md)."""
 
 DEVICE_ACCELERATORS = {"npu": "ascend", "hpu": "gaudi", "xpu": "intel", "musa": "musa"}
 """A torch device name in ``args.device`` -> the accelerator type the bundles reserve
@@ -150,6 +153,9 @@ def create_placement_groups(
             whole nodes of one NVLink domain) here; the message lists the engine sizes
             that fit.
         PlacementGroupTimeoutError: not placed within ``timeout_s`` (and removed).
+        DoesNotFitError: (placement-core's) slime's Megatron args, ``sglang_mem_fraction_
+            static``, ``colocate`` and offload flags do not fit the GPUs' or the hosts'
+            memory; raised before anything is reserved (see docs/concepts/will-it-fit.md).
     """
     if getattr(args, "spare_nodes", None):
         raise ArgumentError(
@@ -160,11 +166,32 @@ def create_placement_groups(
         )
     flags = {name: _bool(args, name) for name in _FLAGS}
     no_engines = flags["debug_train_only"] or flags["rollout_external"]
+    actors = (_int(args, "actor_num_nodes", 0), _int(args, "actor_num_gpus_per_node", 0))
+    rollout_gpus = _int(args, "rollout_num_gpus", 0, unused=no_engines)
+    engine_size = _int(args, "rollout_num_gpus_per_engine", 1, unused=no_engines)
+    if slime_memory_section(args) is not None:
+        # The counts and flags are refused before Ray is reached, as without the check.
+        slime_bundle_counts(
+            *actors,
+            rollout_gpus,
+            colocate=flags["colocate"],
+            debug_train_only=flags["debug_train_only"],
+            debug_rollout_only=flags["debug_rollout_only"],
+            rollout_external=flags["rollout_external"],
+        )
+        if cluster is None:
+            cluster = Cluster()
+        check_slime_memory(
+            args,
+            cluster.inventory,
+            actors=(0, 0) if flags["debug_rollout_only"] else actors,
+            rollout_gpus=0 if no_engines else rollout_gpus,
+            colocate=flags["colocate"],
+        )
     layout = _create(
-        _int(args, "actor_num_nodes", 0),
-        _int(args, "actor_num_gpus_per_node", 0),
-        _int(args, "rollout_num_gpus", 0, unused=no_engines),
-        rollout_num_gpus_per_engine=_int(args, "rollout_num_gpus_per_engine", 1, unused=no_engines),
+        *actors,
+        rollout_gpus,
+        rollout_num_gpus_per_engine=engine_size,
         colocate=flags["colocate"],
         debug_train_only=flags["debug_train_only"],
         debug_rollout_only=flags["debug_rollout_only"],
