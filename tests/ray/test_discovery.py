@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from placement_core import plan_from_assignments
+from placement_core import InventoryError, plan_from_assignments
 from placement_ray._discovery import (
     accelerators_from_ray,
     accelerators_from_snapshot,
@@ -47,6 +47,20 @@ def test_snapshot_accelerators_keep_their_facts_sorted_by_index() -> None:
     assert node.accelerators[1].model == "NVIDIA H100 80GB HBM3"
     assert node.accelerators[1].memory_bytes == 85520809984
     assert node.cpus == 112
+
+
+@pytest.mark.parametrize("given", [2 << 40, None])
+def test_the_live_inventory_keeps_the_snapshots_host_memory(given: int | None) -> None:
+    snapshot = {**SNAPSHOT, "host_memory_bytes": given}
+    facts = NodeFacts("n0", "10.0.0.1", "gpu-a", resources={"GPU": 2, "CPU": 8}, snapshot=snapshot)
+    assert build_inventory([facts]).node(0).host_memory_bytes == given
+
+
+def test_a_malformed_host_memory_names_the_node_and_the_field() -> None:
+    snapshot = {**SNAPSHOT, "host_memory_bytes": "2TiB"}
+    facts = NodeFacts("n0", "10.0.0.1", "gpu-a", resources={"GPU": 2, "CPU": 8}, snapshot=snapshot)
+    with pytest.raises(InventoryError, match=r"host_memory_bytes: the snapshot taken on node 0"):
+        build_inventory([facts])
 
 
 def test_the_live_inventory_keeps_the_snapshots_links_and_busy_processes() -> None:
