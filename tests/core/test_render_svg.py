@@ -14,7 +14,7 @@ from placement_core._inventory import Accelerator, Inventory, Node
 from placement_core.render import render_html, render_svg
 from placement_core.render._grid import Fold, fold_nodes, node_shape
 from placement_core.render._html import NOTEBOOK_MAX_NODES
-from placement_core.render._svg import PALETTE
+from placement_core.render._svg_base import PALETTE
 
 SVG = "{http://www.w3.org/2000/svg}"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._memory_svg import memory_panel
-from ._svg import HEADER_H, PlanPicture, render_svg, xml_escape
+from ._svg import PlanPicture, render_svg
+from ._svg_base import HEADER_H, xml_escape
 
 if TYPE_CHECKING:
     from placement_core._memory_check import MemoryReport

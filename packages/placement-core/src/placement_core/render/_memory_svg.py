@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from placement_core._memory_units import format_bytes
 from placement_core._ranks import format_rank_list
 
-from ._svg import CHAR_W, HATCH_ID, PAD, Swatch, xml_escape
-from ._svg import _n as n
+from ._svg_base import CHAR_W, HATCH_ID, PAD, Swatch, xml_escape
+from ._svg_base import number as n
 
 if TYPE_CHECKING:
     from placement_core._memory_check import GpuGroup, MemoryReport, PhaseUse

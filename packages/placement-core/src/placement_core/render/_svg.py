@@ -15,9 +15,7 @@ repeat with a hatch. Every piece of user text is escaped.
 
 from __future__ import annotations
 
-import html
 import json
-import re
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +27,26 @@ from placement_core._ranks import format_rank_list
 
 from ._domains import domain_bands, renumbered_note
 from ._grid import Fold, component_codes, device_name, fold_nodes, occupants_label
+from ._memory_svg import memory_panel
+from ._svg_base import (
+    CELL_GAP,
+    CELL_H,
+    CHAR_W,
+    FOLD_H,
+    FONT,
+    HATCH_ID,
+    HEADER_H,
+    LANE_H,
+    MAX_LABEL,
+    MAX_LANES,
+    MAX_TIP_PROCESSES,
+    PAD,
+    PALETTE,
+    ROW_GAP,
+    Swatch,
+    xml_escape,
+)
+from ._svg_base import number as _n
 from ._text import hardware_numbers, node_kind, node_tag, plural, spares_block, summary
 
 if TYPE_CHECKING:
@@ -37,59 +55,9 @@ if TYPE_CHECKING:
 
 __all__ = ["PALETTE", "PlanPicture", "Swatch", "render_svg", "xml_escape"]
 
-#: Okabe & Ito's colour-blind-safe colours (black left out: labels are drawn on them).
-PALETTE = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")
-FONT = "ui-monospace, 'DejaVu Sans Mono', 'Liberation Mono', Menlo, Consolas, monospace"
-CHAR_W = 7.3  # advance of one 12px monospace character
-CELL_H = 24
-CELL_GAP = 2
-LANE_H = 8
-MAX_LANES = 4
-ROW_GAP = 6
-FOLD_H = 18
-HEADER_H = 22
-PAD = 12
-MAX_LABEL = 14
-MAX_TIP_PROCESSES = 6
-HATCH_ID = "placement-plan-hatch"
-
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
-def xml_escape(text: str) -> str:
-    """Text made safe inside an XML or HTML element or a double-quoted attribute.
-
-    >>> xml_escape('<script>"&')
-    '&lt;script&gt;&quot;&amp;'
-    """
-    return html.escape(_NOT_XML.sub("\ufffd", text), quote=True)
-
-
-def _n(value: float) -> str:
-    return format(round(value, 1), "g")
-
 
 def _fit(label: str) -> str:
     return label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 1] + "…"
-
-
-@dataclass(frozen=True, slots=True)
-class Swatch:
-    """How one component is drawn.
-
-    Attributes:
-        name: The component.
-        code: Its short code in cell labels (the map's).
-        key: Its CSS class (``k0``, ``k1``, ...), safe whatever the name.
-        colour: Fill colour.
-        hatched: Whether a hatch tells it apart from an earlier component of its colour.
-    """
-
-    name: str
-    code: str
-    key: str
-    colour: str
-    hatched: bool
 
 
 def swatches(names: Sequence[str]) -> dict[str, Swatch]:
@@ -577,8 +545,6 @@ def render_svg(
     out += body
     y += HEADER_H + height + 6
     if memory is not None:
-        from ._memory_svg import memory_panel  # it draws with this module's pieces
-
         panel, height = memory_panel(memory, picture.swatches, y, width)
         out += panel
         y += height + 6
