@@ -128,12 +128,8 @@ def merge_domains(
             f"node{'s' if len(ranks) > 1 else ''} {format_rank_list(ranks)} in {domain}"
             for domain, ranks in domains.items()
         )
-        shared = [d for d in domains if len(by_fabric[d]) > 1]
-        also = (
-            f" (which also holds nodes declared in {', '.join(sorted(by_fabric[shared[0]] - {name}))})"
-            if shared
-            else ""
-        )
+        shared = sorted({other for d in domains for other in by_fabric[d]} - {name})
+        also = f" (with nodes declared in {', '.join(shared)})" if shared else ""
         warnings.append(
             f"inventory nvlink_domain {name} disagrees with the NVLink fabric, which puts "
             f"{where}{also}: the fabric's domains are used"

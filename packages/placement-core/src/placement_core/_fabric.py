@@ -81,7 +81,9 @@ def check_health_mask(mask: int) -> str | None:
             problems.append(f"{name} (bits {shift}-{shift + width.bit_length() - 1}) is {value}")
     if not problems:
         return None
-    known = ", ".join(f"{name} (bits {shift}-{shift + w.bit_length() - 1})" for name, shift, w, _ in _FIELDS)
+    known = ", ".join(
+        f"{name} (bits {shift}-{shift + w.bit_length() - 1})" for name, shift, w, _ in _FIELDS
+    )
     return (
         f"health mask {mask:#x} does not decode: {'; '.join(problems)}; nvml.h defines "
         f"{known}, each 0 (not supported), 1 (true) or 2 (false), the configuration 0-5"

@@ -38,9 +38,15 @@ from ._errors import (
     InventoryError,
     PlacementRuleError,
 )
+from ._fabric_plan import FabricHealth, check_fabric_health, fabric_health, fabric_policy
 from ._inventory import Inventory
 from ._limits import MAX_PROCESSES
-from ._nvlink import check_nvlink_groups, domain_packed_rule, order_by_nvlink_domain
+from ._nvlink import (
+    check_nvlink_groups,
+    describe_key,
+    domain_packed_rule,
+    order_by_nvlink_domain,
+)
 from ._ranks import format_rank_list
 from ._records import Placement, build_placements
 from ._rules import Entry, Rule, parse_rule, resolve_rule
@@ -48,6 +54,7 @@ from ._scalars import is_int
 from ._shown import shown
 from ._sources import attach_hardware, explains_shortfalls, inventory_for
 from ._spaces import ResourceSpace, SpaceKind, build_space
+from ._spare_domains import resolve_spare_domains
 from ._spares import Move, Spares, refuse_spares, spare_cover
 from ._topology_plan import TopologySolver
 
@@ -366,17 +373,20 @@ def plan(
         )
     if config.node_order == "nvlink_domain":
         inventory = order_by_nvlink_domain(inventory)
+    config = resolve_spare_domains(config, inventory)
     inventory = attach_hardware(inventory, config)
     spaces: dict[tuple[str, ...], ResourceSpace] = {}
     components: dict[str, Sequence[Placement]] = {}
     resolved: list[tuple[ComponentRule, ResourceSpace, list[Entry]]] = []
+    health = fabric_health(inventory)
+    policy = fabric_policy(config)
+    warnings: list[str] = [*inventory.shortfalls, *inventory.warnings]
     parsed = {
-        key: _prepare_rule(key, rule, config, inventory, spaces)
+        key: _prepare_rule(key, rule, config, inventory, spaces, health, warnings)
         for key, rule in config.component_placement.items()
     }
     _check_process_count(parsed, max_processes)
     solver = TopologySolver(inventory)
-    warnings: list[str] = [*inventory.shortfalls, *inventory.warnings]
     for key, rule in config.component_placement.items():
         parsed_rule, space = parsed[key]
         entries = resolve_rule(parsed_rule, space, stride=rule.stride)
@@ -403,6 +413,11 @@ def plan(
                 path=f"cluster.component_placement.{key}.nvlink_group",
                 ordered=config.node_order == "nvlink_domain",
             )
+        unhealthy = check_fabric_health(
+            health, policy, placements, names=_names(rule), path=f"{base}.placement"
+        )
+        if unhealthy is not None:
+            warnings.append(unhealthy)
         for name in rule.names:
             components[name] = placements
         resolved.append((rule, space, entries))
@@ -417,8 +432,11 @@ def _prepare_rule(
     config: ClusterConfig,
     inventory: Inventory,
     spaces: dict[tuple[str, ...], ResourceSpace],
+    health: FabricHealth,
+    warnings: list[str],
 ) -> tuple[Rule, ResourceSpace]:
-    """The parsed rule and the resource space it is resolved against."""
+    """The parsed rule and the resource space it is resolved against (a warning for each
+    degraded NVLink domain an ``all`` with ``nvlink_group`` leaves free)."""
     base = f"cluster.component_placement.{key}"
     parsed = parse_rule(rule.placement, path=f"{base}.placement")
     space = spaces.get(rule.node_groups)
@@ -429,7 +447,20 @@ def _prepare_rule(
             raise error.with_path(f"{base}.node_group") from None
         spaces[rule.node_groups] = space
     if isinstance(rule.nvlink_group, int) and rule.nvlink_group > 1:
-        parsed = domain_packed_rule(parsed, space, rule.nvlink_group, inventory)
+        parsed, skipped = domain_packed_rule(
+            parsed,
+            space,
+            rule.nvlink_group,
+            inventory,
+            spares=frozenset(config.spare_nodes),
+            degraded=health.domains.keys(),
+        )
+        warnings += [
+            f"{_names(rule)}: placement all with nvlink_group: {rule.nvlink_group} leaves "
+            f"{describe_key(k)} free: its fabric is degraded "
+            f"({health.describe_domain(k)})"
+            for k in skipped
+        ]
     return parsed, space
 
 

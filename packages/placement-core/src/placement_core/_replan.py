@@ -268,7 +268,7 @@ def replan(plan: Plan, lost: Iterable[int] | str | int) -> Replan:
     components, moves = _move(plan, held, chosen)
     left = tuple(r for r in free if r not in chosen.values())
     new = Plan(
-        plan.config.model_copy(update={"spare_nodes": left}),
+        plan.config.model_copy(update={"spare_input": left}),
         plan.inventory,
         MappingProxyType(components),
         plan.warnings,

@@ -61,8 +61,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._config import ClusterConfig
 from ._domain_source import FabricDomain, fabric_domain, merge_domains
-from ._fabric import FABRIC_STATES, check_health_mask
 from ._errors import InventoryError, PlacementError, PlacementRuleError
+from ._fabric import FABRIC_STATES, check_health_mask
 from ._files import DuplicateKey, FileRefused, read_text_file, unique_keys
 from ._inventory import (
     Accelerator,
@@ -264,6 +264,9 @@ def node_from_snapshot(
     return read.node
 
 
+_NO_FABRIC = FabricDomain(None, False)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _ReadNode:
     """A node read from its snapshot, with what the snapshot left out and other warnings."""
@@ -271,7 +274,7 @@ class _ReadNode:
     node: Node
     shortfalls: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
-    fabric: FabricDomain = FabricDomain(None, False)
+    fabric: FabricDomain = _NO_FABRIC
 
 
 def _nvml_failure(snapshot: _Snapshot, rank: int, name: str, accept_partial: bool) -> list[str]:
@@ -377,7 +380,9 @@ def _node(snapshot: _Snapshot, rank: int, name: str, *, accept_partial: bool) ->
         )
     accelerators = _accelerators(snapshot, rank, name, accept_partial, shortfalls)
     found = fabric_domain(accelerators)
-    warning = None if found.why is None else f"{name}: node {rank} has no NVLink domain: {found.why}"
+    warning = (
+        None if found.why is None else f"{name}: node {rank} has no NVLink domain: {found.why}"
+    )
     node = Node(
         rank=rank,
         node_id=f"node-{rank}",
