@@ -4,9 +4,9 @@ See docs/concepts/nvlink-domains.md#fabric-health. A node with a degraded GPU
 (:mod:`placement_core._fabric`) makes its NVLink domain degraded (a node without a domain
 is a domain of its own). ``nvlink_group`` rules with ``placement: all`` leave degraded
 domains free when a healthy domain holds a group
-(:func:`placement_core._nvlink.domain_packed_rule`); whatever still lands on a degraded
-node is then refused, warned about or ignored, as ``cluster.fabric_health`` says (default: ``refuse`` when any rule has ``nvlink_group``,
-else ``warn``).
+(:func:`placement_core._nvlink.domain_packed_rule`). Whatever still lands on a degraded
+node is refused, warned about or ignored, as ``cluster.fabric_health`` says (default:
+``refuse`` when any rule has ``nvlink_group``, else ``warn``).
 """
 
 from __future__ import annotations
