@@ -94,7 +94,7 @@ def domain_packed_rule(
     *,
     spares: Collection[int] = frozenset(),
     degraded: Collection[str | int] = frozenset(),
-) -> tuple[Rule, tuple[str | int, ...]]:
+) -> tuple[Rule, dict[str | int, int]]:
     """Rule ``all`` with ``nvlink_group: group``, placed domain by domain.
 
     Each stretch of the space whose resources lie in one domain gives as many whole
@@ -105,21 +105,24 @@ def domain_packed_rule(
     is.
 
     Returns:
-        The rule, and the degraded domains left free (domain keys, in node order).
+        The rule, and the degraded domains left free (domain key -> resources left, in
+        node order).
 
     Raises:
         PlacementRuleError: No stretch holds one whole group.
     """
     if len(rule.segments) != 1 or rule.segments[0].resources is not None:
-        return rule, ()
+        return rule, {}
     if rule.segments[0].processes is not None:
-        return rule, ()
+        return rule, {}
     stretches = _stretches(space, inventory, spares)
-    skipped: tuple[str | int, ...] = ()
+    skipped: dict[str | int, int] = {}
     if degraded:
         healthy = [s for s in stretches if s[2] not in degraded]
         if any(size >= group for _, size, _ in healthy):
-            skipped = tuple(dict.fromkeys(k for _, size, k in stretches if k in degraded))
+            for _, size, key in stretches:
+                if key in degraded:
+                    skipped[key] = skipped.get(key, 0) + size
             stretches = healthy
     segments = []
     for start, size, _ in stretches:

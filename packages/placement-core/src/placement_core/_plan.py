@@ -381,8 +381,9 @@ def plan(
     health = fabric_health(inventory)
     policy = fabric_policy(config)
     warnings: list[str] = [*inventory.shortfalls, *inventory.warnings]
+    left_free: dict[str, int] = {}  # rule key -> resources of degraded domains left free
     parsed = {
-        key: _prepare_rule(key, rule, config, inventory, spaces, health, warnings)
+        key: _prepare_rule(key, rule, config, inventory, spaces, health, warnings, left_free)
         for key, rule in config.component_placement.items()
     }
     _check_process_count(parsed, max_processes)
@@ -397,10 +398,11 @@ def plan(
         entries, placements = _with_topology(
             base, rule, space, entries, inventory, solver, warnings
         )
-        if parsed_rule.source != rule.placement and space.size > len(placements):
+        unused = space.size - len(placements) - left_free.get(key, 0)
+        if parsed_rule.source != rule.placement and unused > 0:
             warnings.append(
                 f"{_names(rule)}: placement {rule.placement} with nvlink_group: "
-                f"{rule.nvlink_group} leaves {space.size - len(placements)} resource(s) "
+                f"{rule.nvlink_group} leaves {unused} resource(s) "
                 f"of {space.describe()} free: the rest of their NVLink domain holds no "
                 "whole group"
             )
@@ -434,6 +436,7 @@ def _prepare_rule(
     spaces: dict[tuple[str, ...], ResourceSpace],
     health: FabricHealth,
     warnings: list[str],
+    left_free: dict[str, int],
 ) -> tuple[Rule, ResourceSpace]:
     """The parsed rule and the resource space it is resolved against (a warning for each
     degraded NVLink domain an ``all`` with ``nvlink_group`` leaves free)."""
@@ -447,12 +450,13 @@ def _prepare_rule(
             raise error.with_path(f"{base}.node_group") from None
         spaces[rule.node_groups] = space
     if isinstance(rule.nvlink_group, int) and rule.nvlink_group > 1:
+        spares = frozenset(config.spare_nodes)
         parsed, skipped = domain_packed_rule(
             parsed,
             space,
             rule.nvlink_group,
             inventory,
-            spares=frozenset(config.spare_nodes),
+            spares=spares,
             degraded=health.domains.keys(),
         )
         warnings += [
@@ -461,6 +465,8 @@ def _prepare_rule(
             f"({health.describe_domain(k)})"
             for k in skipped
         ]
+        kept = sum(len(run.local_ids) for run in space.runs if run.node_rank in spares)
+        left_free[key] = sum(skipped.values()) + kept
     return parsed, space
 
 
