@@ -26,7 +26,7 @@ DEGRADED: list[tuple[dict[str, Any], str]] = [
     ({"state": "not_started"}, "fabric state not_started"),
     ({"state": "in_progress"}, "fabric state in_progress"),
     ({"status": 3}, "fabric status not_supported"),
-    ({"status": 999}, "fabric status error_999"),
+    ({"status": 77}, "fabric status error_77"),
     ({"health_mask": health_mask(degraded_bandwidth=True)}, "degraded bandwidth"),
     ({"health_mask": health_mask(route_recovery=True)}, "route recovery"),
     ({"health_mask": health_mask(route_unhealthy=True)}, "route unhealthy"),
