@@ -23,7 +23,7 @@ so choosing for L lost nodes among S spares costs about L + S, plus the size of 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -78,14 +78,16 @@ class _Queue:
 class _Fits:
     """Whether a spare links the moved processes' accelerators as their rules ask."""
 
-    def __init__(self, solver: TopologySolver, groups: Sequence[tuple[int, ...]]) -> None:
+    def __init__(
+        self, solver: Callable[[], TopologySolver], groups: Sequence[tuple[int, ...]]
+    ) -> None:
         self.solver = solver
         self.groups = groups
 
     def __call__(self, spare: int) -> bool:
         if not self.groups:
             return True
-        links = self.solver.links(spare)
+        links = self.solver().links(spare)
         if links is None or not links.labels:
             return False
         return all(is_nvlink(worst_label(g, links.labels)) for g in self.groups)
@@ -109,7 +111,7 @@ class SpareChooser:
         self.lost = lost
         self.taken: set[int] = set()
         self.moved: dict[int, int] = {}
-        self.solver = TopologySolver(plan.inventory)
+        self._solver: TopologySolver | None = None
         self.rules = plan.config.components()
         self.profiles: dict[int, Profile] = node_profiles(
             plan.config, plan.inventory, [*free, *lost]
@@ -128,7 +130,7 @@ class SpareChooser:
         pool = self.pools.get(self.profiles[lost])
         if pool is None:
             return None
-        fits = _Fits(self.solver, self._nvlink_groups(held))
+        fits = _Fits(self._topology, self._nvlink_groups(held))
         touched = self._touched(held)
         mates = {key for counter in touched.values() for key in counter}
         own = domain_key(self.nodes[lost])
@@ -151,6 +153,12 @@ class SpareChooser:
         self.moved[lost] = choice.spare
         spanning = self._record(choice.spare, held, touched)
         return Choice(choice.spare, choice.why, spanning) if spanning else choice
+
+    def _topology(self) -> TopologySolver:
+        # Made on first need: only a ``topology: nvlink`` rule asks for links.
+        if self._solver is None:
+            self._solver = TopologySolver(self.plan.inventory)
+        return self._solver
 
     def _nvlink_groups(self, held: Mapping[str, Sequence[int]]) -> list[tuple[int, ...]]:
         """The accelerator groups a spare must join over NVLink (``topology: nvlink``)."""
@@ -184,13 +192,17 @@ class SpareChooser:
             for k in dict.fromkeys(r // size for r in ranks):
                 counter = self.counters.get((name, k))
                 if counter is None:
-                    counter = self.counters[(name, k)] = self._count(
-                        placements[k * size : (k + 1) * size]
+                    # Index by index: slicing the columnar records would build them all.
+                    members: Iterable[Placement] = (
+                        placements
+                        if size >= len(placements)
+                        else map(placements.__getitem__, range(k * size, (k + 1) * size))
                     )
+                    counter = self.counters[(name, k)] = self._count(members)
                 out[(name, k)] = counter
         return out
 
-    def _count(self, members: Sequence[Placement]) -> Counter[str | int]:
+    def _count(self, members: Iterable[Placement]) -> Counter[str | int]:
         counter: Counter[str | int] = Counter()
         last = -1
         for p in members:

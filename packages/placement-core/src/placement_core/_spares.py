@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from types import MappingProxyType
 
 from ._checks import nodes
@@ -82,7 +83,7 @@ def node_profiles(
         node = inventory.nodes[rank]
         described = accelerators.get(id(node.accelerators))
         if described is None:
-            described = tuple((a.index, a.type, a.model) for a in node.accelerators)
+            described = tuple(map(_ACCELERATOR, node.accelerators))
             accelerators[id(node.accelerators)] = described
         out[rank] = Profile(
             described,
@@ -90,6 +91,9 @@ def node_profiles(
             tuple(sorted(hardware.get(rank, {}).items())),
         )
     return out
+
+
+_ACCELERATOR = attrgetter("index", "type", "model")
 
 
 def describe_profile(profile: Profile) -> str:
