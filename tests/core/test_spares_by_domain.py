@@ -326,3 +326,24 @@ def test_a_replan_with_a_spare_in_every_domain_keeps_every_group_whole(
     for p in result.plan.components["actor"]:
         groups.setdefault(p.rank // 4, set()).add(nodes[p.node_rank].nvlink_domain)
     assert all(len(domains) == 1 for domains in groups.values())
+
+
+def test_validate_without_inventory_names_the_spares_per_domain(
+    run: Run, write_file: Write
+) -> None:
+    path = write_file(
+        "domains.yaml",
+        "cluster:\n  num_nodes: 4\n  spare_nodes: {rack-a: 1}\n"
+        "  component_placement: {actor: 0-7}\n",
+    )
+    code, out, _ = run("validate", str(path))
+    assert code == 0
+    assert "spare nodes per NVLink domain (rack-a: 1;" in out
+
+
+def test_the_svg_names_what_each_spare_replaces_once_per_profile() -> None:
+    from placement_core.render import render_svg
+
+    text = render_svg(racks({"actor": "0-7,12-15"}, spares={"rack-a": 1, "rack-b": 1}))
+    # Each spare's hover card, and the spares block under the grid.
+    assert text.count("can replace nodes 0-1,3") == 3

@@ -312,6 +312,12 @@ def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
                 f"{args.config}: spare nodes {format_rank_list(config.spare_nodes)} (which "
                 "nodes each can replace is known once planned)\n"
             )
+        elif config.spare_domains:
+            counts = ", ".join(f"{d}: {n}" for d, n in config.spare_domains.items())
+            out.write(
+                f"{args.config}: spare nodes per NVLink domain ({counts}; which nodes they "
+                "are is known once planned)\n"
+            )
         return EXIT_OK
     result = _make_plan(config, job, args)
     processes = plural(sum(len(p) for p in result.components.values()), "process")
