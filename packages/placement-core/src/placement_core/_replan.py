@@ -157,7 +157,7 @@ def _choose_spares(
         needs = [(node, described[profiles[node]]) for node in missing]
         raise _no_spare(needs, free, {lost: c.spare for lost, c in chosen.items()})
     spanning = {node: c for node, c in chosen.items() if c.spanning}
-    warning = spanning_problem(spanning, plan, refuse=plan.config.nvlink_on_loss == "refuse")
+    warning = spanning_problem(spanning, refuse=plan.config.nvlink_on_loss == "refuse")
     return chosen, warning
 
 

@@ -239,7 +239,7 @@ class SpareChooser:
         return tuple(spanning)
 
 
-def spanning_problem(spanning: Mapping[int, Choice], plan: Plan, *, refuse: bool) -> str | None:
+def spanning_problem(spanning: Mapping[int, Choice], *, refuse: bool) -> str | None:
     """The warning naming the groups a replan leaves across domains; None when none.
 
     Raises:
