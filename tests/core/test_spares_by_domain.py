@@ -108,10 +108,12 @@ def test_no_spare_in_the_domain_moves_anyway_and_names_the_groups_now_spanning()
     assert "group actor 8-15 now span" in warning
 
 
-def test_nvlink_on_loss_refuse_makes_it_an_error() -> None:
-    with pytest.raises(PlacementRuleError) as caught:
+def test_nvlink_on_loss_refuse_makes_it_an_error_that_recovery_types() -> None:
+    # NoSpareError: placement-ray's recover() raises it as NoSpareNodeError, nothing moved.
+    with pytest.raises(NoSpareError) as caught:
         replan(racks(GROUPED, spares="2", nvlink_on_loss="refuse"), 3)
     assert caught.value.path == "cluster.nvlink_on_loss"
+    assert caught.value.lost == (3,)
     assert "actor 8-15" in str(caught.value)
 
 

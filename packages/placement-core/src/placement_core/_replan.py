@@ -137,7 +137,8 @@ def _choose_spares(
 
     Raises:
         NoSpareError: Some lost node has no compatible spare left.
-        PlacementRuleError: A group would span domains under ``nvlink_on_loss: refuse``.
+        NoSpareError: Also when a group would span domains under ``nvlink_on_loss:
+            refuse``.
     """
     chooser = SpareChooser(plan, free, lost, fabric_health(plan.inventory))
     chosen: dict[int, Choice] = {}
@@ -310,8 +311,9 @@ def replan(plan: Plan, lost: Iterable[int] | str | int) -> Replan:
         PlacementSyntaxError: ``lost`` is a rank list that does not parse.
         NoSpareError: A lost node has no compatible spare left (or the config declares
             none); the message names it and what a spare would need. Nothing is moved.
-        PlacementRuleError: ``cluster.nvlink_on_loss: refuse`` and no spare keeps a
-            lost node's ``nvlink_group`` groups in one domain.
+        NoSpareError: Also with ``cluster.nvlink_on_loss: refuse`` when no spare keeps
+            a lost node's ``nvlink_group`` groups in one domain (path
+            ``cluster.nvlink_on_loss``).
     """
     ranks = _lost_ranks(plan, lost)
     lost_set = frozenset(ranks)

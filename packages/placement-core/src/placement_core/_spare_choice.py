@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ._errors import PlacementRuleError
+from ._errors import NoSpareError
 from ._fabric_plan import FabricHealth
 from ._nvlink import domain_key
 from ._plan import Plan
@@ -243,8 +243,8 @@ def spanning_problem(spanning: Mapping[int, Choice], *, refuse: bool) -> str | N
     """The warning naming the groups a replan leaves across domains; None when none.
 
     Raises:
-        PlacementRuleError: ``refuse`` (``cluster.nvlink_on_loss: refuse``) and some
-            group spans domains.
+        NoSpareError: ``refuse`` (``cluster.nvlink_on_loss: refuse``) and some group
+            spans domains: no spare in the right domain is left for those lost nodes.
     """
     if not spanning:
         return None
@@ -261,9 +261,12 @@ def spanning_problem(spanning: Mapping[int, Choice], *, refuse: bool) -> str | N
         "(slower, or failing where the group needs multi-node NVLink)"
     )
     if refuse:
-        raise PlacementRuleError(
+        need = "a free spare in the NVLink domain of the rest of its nvlink_group groups"
+        raise NoSpareError(
             text + "; cluster.nvlink_on_loss: refuse forbids it (declare spares per domain: "
             "spare_nodes: {rack-a: 1, ...})",
+            lost=tuple(sorted(spanning)),
+            needs=dict.fromkeys(sorted(spanning), need),
             path="cluster.nvlink_on_loss",
         )
     return text
