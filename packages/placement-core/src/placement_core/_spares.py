@@ -263,13 +263,19 @@ class Move:
         """``actor 8-15: node 1 -> node 16`` per component, ``rank 0`` moves said so, and
         the spare's domain when nodes have domains (``(spare in the same NVLink
         domain)``)."""
-        where = _WHERE.get(self.domain, "")
+        where = self.where
         return [
             f"{component} {format_rank_list(ranks)}: node {self.lost} -> node {self.spare}"
             + (f" (rank 0: the master node is now node {self.spare})" if ranks[0] == 0 else "")
             + where
             for component, ranks in self.ranks.items()
         ]
+
+    @property
+    def where(self) -> str:
+        """`` (spare in the same NVLink domain)`` (or ``... of the rest of its
+        nvlink_group``, ``... another NVLink domain``); empty without domains."""
+        return _WHERE.get(self.domain, "")
 
     def __reduce__(self) -> tuple[object, ...]:
         # MappingProxyType does not pickle; moves cross Ray process boundaries.
