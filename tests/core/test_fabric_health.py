@@ -7,6 +7,8 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from placement_core import InventoryError, PlacementRuleError, inventory_for, load_config, plan
 from placement_core._fabric import check_health_mask, decode_health_mask
@@ -240,3 +242,40 @@ def test_two_clusters_are_two_domains() -> None:
     second = copy.deepcopy(second)
     inventory = inventory_from_snapshots([first, second])
     assert inventory.nodes[0].nvlink_domain != inventory.nodes[1].nvlink_domain
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cliques=st.lists(st.integers(1, 3), min_size=2, max_size=6),
+    names=st.lists(st.sampled_from(["rack-a", "rack-b", "rack-c"]), min_size=6, max_size=6),
+)
+def test_the_fabric_always_decides_which_nodes_share_a_domain(
+    cliques: list[int], names: list[str]
+) -> None:
+    # Whatever the config's entries say, two nodes share a domain exactly when their
+    # fabric puts them in one clique; the config's name is used only where it agrees.
+    count = len(cliques)
+    snapshots = []
+    for rank, clique in enumerate(cliques):
+        data = tray(4, clique_id=clique)
+        data["node_rank"] = rank
+        snapshots.append(data)
+    entries = [
+        {"node_ranks": str(rank), "accelerators": {"count": 4}, "nvlink_domain": names[rank]}
+        for rank in range(count)
+    ]
+    config = load_config(
+        {"cluster": {"num_nodes": count, "component_placement": {"a": 0}, "inventory": entries}}
+    )
+    inventory = inventory_for(config, snapshots=snapshots)
+    domains = [node.nvlink_domain for node in inventory.nodes]
+    for a in range(count):
+        for b in range(count):
+            assert (domains[a] == domains[b]) == (cliques[a] == cliques[b])
+    agree = all(
+        (names[a] == names[b]) == (cliques[a] == cliques[b])
+        for a in range(count)
+        for b in range(count)
+    )
+    assert (domains == names[:count]) == agree
+    assert bool(inventory.warnings) == (not agree)
