@@ -279,3 +279,12 @@ def test_the_fabric_always_decides_which_nodes_share_a_domain(
     )
     assert (domains == names[:count]) == agree
     assert bool(inventory.warnings) == (not agree)
+
+
+def test_the_svg_and_html_bands_mark_a_degraded_domain() -> None:
+    from placement_core.render import render_html, render_svg
+
+    inventory = inventory_from_snapshots(racks((4, {"health_mask": DEGRADED_BW})))
+    result = plan(cluster({"actor": "0-7"}), inventory)
+    for text in (render_svg(result), render_html(result)):
+        assert "DEGRADED fabric: node 4 GPU 1: degraded bandwidth" in text
