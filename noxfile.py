@@ -328,6 +328,7 @@ def bench(session: nox.Session) -> None:
     bench_script("benchmarks/bench_core_plan.py", *session.posargs)
     bench_script("benchmarks/bench_topology.py")
     bench_script("benchmarks/bench_nvlink.py")
+    bench_script("benchmarks/bench_fabric_spares.py")
     bench_script("benchmarks/bench_core_replan.py")
     bench_script("benchmarks/bench_memory.py")
     session.install(NATIVE, env={"PLACEMENT_NATIVE_REQUIRE_EXTENSION": "1"})

@@ -13,9 +13,8 @@ trainer is planned side by side:
   same rack sizes, nodes of one rack scattered over the ranks) with ``node_order:
   nvlink_domain``, so the plan also renumbers all 10,000 nodes.
 
-Every variant runs ``--repeats`` times in both modes of ``plan()`` (the default, and
-``pause_gc=True``, which keeps the garbage collector's pauses out of the figures), all
-interleaved round by round after one warm-up round, in one process; the inventory is
+Every variant runs ``--repeats`` times, interleaved round by round after one warm-up
+round, in one process; the inventory is
 built once per variant, outside the timing (as a caller that plans several configs on
 one cluster would). Reported: the median wall and CPU time of each and their ratios to
 ``plain`` in the same mode.
@@ -90,7 +89,7 @@ def variants(num_nodes: int) -> dict[str, tuple[Any, Any]]:
     }
 
 
-MODES = {"default": False, "pause_gc": True}
+MODES = {"default": False}
 
 
 def time_variants(num_nodes: int, repeats: int) -> dict[tuple[str, str], dict[str, float]]:
@@ -105,7 +104,7 @@ def time_variants(num_nodes: int, repeats: int) -> dict[tuple[str, str], dict[st
         for name, mode in runs:
             config, inventory = setups[name]
             start, start_cpu = time.perf_counter(), time.process_time()
-            result = plan(config, inventory, pause_gc=MODES[mode])
+            result = plan(config, inventory)
             elapsed, elapsed_cpu = time.perf_counter() - start, time.process_time() - start_cpu
             if len(result.components["actor"]) != num_nodes * GPUS_PER_NODE:
                 raise SystemExit(f"{name}: the trainer lost processes")

@@ -119,7 +119,7 @@ def test_plan_lose_json_carries_the_moves(run: Run, config: str) -> None:
 def test_plan_json_lists_spares(run: Run, config: str) -> None:
     _, out, _ = run("plan", config, "--format", "json")
     assert json.loads(out)["spares"] == {
-        "nodes": [{"node_rank": 3, "replaces": [0, 1, 2]}],
+        "groups": [{"spares": [3], "replaces": [0, 1, 2]}],
         "uncovered": [],
     }
 

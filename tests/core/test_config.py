@@ -290,6 +290,8 @@ def test_json_schema_describes_the_yaml() -> None:
         "inventory",
         "node_order",
         "spare_nodes",
+        "fabric_health",
+        "nvlink_on_loss",
         *RLINF_ONLY,
     }
     rule = defs["ComponentRule"]["properties"]
@@ -371,7 +373,8 @@ def test_a_key_neither_knows_is_still_an_error_with_did_you_mean() -> None:
         load_config({"cluster": {"num_nodes": 1, "component_placement": {"a": 0}, "tracr": {}}})
     assert str(caught.value) == (
         "cluster.tracr: unknown key; allowed keys: num_nodes, component_placement, "
-        "node_groups, inventory, node_order, spare_nodes (did you mean 'tracer'?)"
+        "node_groups, inventory, node_order, spare_nodes, fabric_health, nvlink_on_loss "
+        "(did you mean 'tracer'?)"
     )
 
 

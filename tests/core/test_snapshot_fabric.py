@@ -152,7 +152,7 @@ def test_another_clique_is_another_domain() -> None:
     data["accelerators"][1]["fabric"]["clique_id"] = 2
     inventory = inventory_from_snapshots([data])
     assert inventory.nodes[0].nvlink_domain is None
-    assert f"{CLUSTER}/1, {CLUSTER}/2" in inventory.warnings[0]
+    assert f"accelerator 0 in {CLUSTER}/1, accelerator 1 in {CLUSTER}/2" in inventory.warnings[0]
 
 
 def test_some_gpus_without_fabric_leave_the_node_without_domain() -> None:

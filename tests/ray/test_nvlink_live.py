@@ -18,6 +18,9 @@ from placement_native.testing import Topology, topology
 from placement_ray import Cluster, EngineAlignmentError, create_placement_groups, launch
 from placement_ray.demo.workers import DemoWorker
 
+from .conftest import restore_nodes
+from .probes import Probe
+
 TRAY = topology("gb200-nvl72-tray")
 
 
@@ -117,3 +120,33 @@ def test_slime_engines_no_domain_holds_are_an_error_naming_the_sizes(
     assert "1 engines of 16 GPUs span several nodes" in message
     assert "8 GPUs on nodes 0,3" in message
     assert "8 GPUs on nodes 1-2" in message
+
+
+def test_recover_takes_the_spare_of_the_lost_nodes_rack_not_the_lowest(
+    placement_cluster_factory: Any,
+) -> None:
+    # Racks A, B, B, A: the actor on nodes 1 (B) and 3 (A), spares 0 (A) and 2 (B). Node 1
+    # is lost: rank order alone would take spare 0, in the other rack; core's choice, which
+    # recover() makes, takes spare 2 of rack B.
+    simulated = placement_cluster_factory.simulated(
+        nodes=4, gpus_per_node=4, cpus_per_node=2, topology=RACKS, timeout_s=300
+    )
+    view = simulated.view()
+    rules = {"actor": {"placement": "4-7,12-15", "nvlink_group": 4}}
+    document = {"cluster": {"num_nodes": 4, "spare_nodes": "0,2", "component_placement": rules}}
+    try:
+        with launch(document, {"actor": Probe}, view, timeout_s=300) as launched:
+            simulated.kill_node(1)
+            report = launched.recover(timeout_s=300)
+            (move,) = report.moves
+            assert (move.lost, move.spare, move.domain) == (1, 2, "same domain")
+            assert report.lines()[0] == (
+                "actor 0-3: node 1 -> node 2 (rank 0: the master node is now node 2) "
+                "(spare in the same NVLink domain)"
+            )
+            seen = launched["actor"].execute("seen", timeout_s=300)
+            assert [s["node_id"] for s in seen] == [view.node(2).node_id] * 4 + [
+                view.node(3).node_id
+            ] * 4
+    finally:
+        restore_nodes(simulated, (1,))

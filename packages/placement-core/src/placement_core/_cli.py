@@ -177,8 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     plan_parser.add_argument(
         "--lose",
         metavar="RANKS",
-        help="show the plan after losing these nodes (a rank list such as 1,3-4): each "
-        "lost node's processes move to a compatible spare (cluster.spare_nodes)",
+        action="append",
+        help="show the plan after losing these nodes (a rank list such as 1,3-4; give it "
+        "again to lose more): each lost node's processes move to a compatible spare "
+        "(cluster.spare_nodes), in the same NVLink domain first",
     )
 
     validate_parser = commands.add_parser(
@@ -269,7 +271,7 @@ def _run_plan(args: argparse.Namespace, out: TextIO) -> int:
     result = _make_plan(config, job, args)
     if args.lose is not None:
         try:
-            result = replan(result, args.lose).plan
+            result = replan(result, ",".join(args.lose)).plan
         except PlacementError as error:
             if error.path == "lost":
                 raise error.with_path("--lose") from None
@@ -333,6 +335,12 @@ def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
             out.write(
                 f"{args.config}: spare nodes {format_rank_list(config.spare_nodes)} (which "
                 "nodes each can replace is known once planned)\n"
+            )
+        elif config.spare_domains:
+            counts = ", ".join(f"{d}: {n}" for d, n in config.spare_domains.items())
+            out.write(
+                f"{args.config}: spare nodes per NVLink domain ({counts}; which nodes they "
+                "are is known once planned)\n"
             )
         return EXIT_OK
     result = _make_plan(config, job, args)

@@ -10,7 +10,14 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    PlainValidator,
+    ValidationInfo,
+    WithJsonSchema,
+)
 
 from ._checks import nodes, rule_syntax_error
 from ._errors import PlacementError, PlacementSyntaxError
@@ -116,9 +123,44 @@ def _spare_ranks(value: object, info: ValidationInfo) -> tuple[int, ...]:
     return _node_ranks(value, info)
 
 
-#: ``cluster.spare_nodes``: a rank list, or an empty list for none.
-SpareRanks = Annotated[
-    tuple[int, ...], BeforeValidator(_spare_ranks), WithJsonSchema(_RANK_LIST_SCHEMA)
+def _spares(value: object, info: ValidationInfo) -> tuple[int, ...] | dict[str, int]:
+    if not isinstance(value, Mapping):
+        return _spare_ranks(value, info)
+    counts: dict[str, int] = {}
+    for key, count in value.items():
+        name = str(key) if is_int(key) else key
+        if not isinstance(name, str) or not name.strip() or name != name.strip():
+            raise issue(
+                "expected an NVLink domain name such as rack-a (a non-empty string without "
+                "leading or trailing spaces) as the key",
+                key,
+            )
+        if not is_int(count) or count < 1:
+            raise issue(
+                "expected how many of the domain's nodes to keep as spares (an int >= 1)",
+                count,
+                f".{name}",
+            )
+        counts[name] = count
+    if not counts:
+        return ()
+    return counts
+
+
+#: ``cluster.spare_nodes``: a rank list, an empty list for none, or NVLink domain -> how
+#: many of its last nodes are spares (resolved against the inventory when planning).
+SpareNodes = Annotated[
+    tuple[int, ...] | dict[str, int],
+    PlainValidator(_spares),
+    WithJsonSchema(
+        {
+            "description": "spare nodes: a rank list, or NVLink domain -> spare count",
+            "anyOf": [
+                *_RANK_LIST_SCHEMA["anyOf"],
+                {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}},
+            ],
+        }
+    ),
 ]
 PositiveInt = Annotated[int, Field(strict=True, gt=0)]
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]

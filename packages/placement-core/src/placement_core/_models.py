@@ -39,7 +39,7 @@ from ._fields import (
     NonNegativeInt,
     PlacementText,
     PositiveInt,
-    SpareRanks,
+    SpareNodes,
 )
 from ._hardware import HardwareConfig, hardware_model, registered_hardware
 from ._inventory import MAX_ACCELERATORS_PER_NODE, MAX_NODES
@@ -55,7 +55,9 @@ from ._vocab import (
     RESERVED_LABELS,
     RLINF_CLUSTER_KEYS,
     AcceleratorName,
+    FabricHealthPolicy,
     NodeOrder,
+    NvlinkOnLoss,
     TopologyMode,
 )
 
@@ -282,8 +284,12 @@ class InventoryEntry(_Model):
 class ClusterConfig(_Model):
     """The ``cluster:`` section: nodes, node groups, component placement, inventory.
 
-    ``spare_nodes`` (a rank list) are nodes no component may use, kept to take over the
-    processes of a lost node (see :func:`placement_core.replan`).
+    ``spare_nodes`` (a rank list, or NVLink domain -> how many of its last nodes) are
+    nodes no component may use, kept to take over the processes of a lost node (see
+    :func:`placement_core.replan`). ``fabric_health`` says what a plan does with nodes
+    whose NVLink fabric is degraded, ``nvlink_on_loss`` what ``replan`` does when no
+    spare keeps a lost node's ``nvlink_group`` in one domain (see
+    docs/concepts/nvlink-domains.md).
 
     Build it with :func:`load_config`, which reports every problem with its YAML path.
     """
@@ -293,9 +299,21 @@ class ClusterConfig(_Model):
     node_groups: tuple[NodeGroup, ...] = ()
     inventory: tuple[InventoryEntry, ...] = ()
     node_order: NodeOrder = "inventory"
-    spare_nodes: SpareRanks = Field(
+    spare_input: SpareNodes = Field(
         default=(),
-        description="nodes no component may use, kept to take over a lost node's processes",
+        alias="spare_nodes",
+        description="nodes no component may use, kept to take over a lost node's processes: "
+        "a rank list, or NVLink domain -> how many of its last nodes",
+    )
+    fabric_health: FabricHealthPolicy | None = Field(
+        default=None,
+        description="nodes with a degraded NVLink fabric: refuse, warn or ignore (default: "
+        "refuse when a rule has nvlink_group, else warn)",
+    )
+    nvlink_on_loss: NvlinkOnLoss = Field(
+        default="warn",
+        description="replan when no spare keeps a lost node's nvlink_group in one domain: "
+        "warn (move anyway) or refuse",
     )
 
     _components: dict[str, ComponentRule] | None = PrivateAttr(default=None)
@@ -330,6 +348,17 @@ class ClusterConfig(_Model):
         return self.__dict__ == other.__dict__
 
     __hash__ = None  # type: ignore[assignment]  # component_placement is a dict
+
+    @property
+    def spare_nodes(self) -> tuple[int, ...]:
+        """The spare node ranks; ``()`` while ``spare_nodes`` names domains and the
+        inventory has not resolved them (:func:`placement_core.plan` does)."""
+        return self.spare_input if isinstance(self.spare_input, tuple) else ()
+
+    @property
+    def spare_domains(self) -> dict[str, int]:
+        """NVLink domain -> how many of its last nodes are spares; ``{}`` for a rank list."""
+        return dict(self.spare_input) if isinstance(self.spare_input, dict) else {}
 
     @property
     def ignored_keys(self) -> tuple[str, ...]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -30,6 +30,7 @@ from ._spaces import ResourceSpace
 __all__ = [
     "check_nvlink_groups",
     "describe_domain",
+    "describe_key",
     "domain_key",
     "domain_packed_rule",
     "order_by_nvlink_domain",
@@ -41,6 +42,11 @@ _MAX_SIZES_SHOWN = 12
 def domain_key(node: Node) -> str | int:
     """What tells the node's domain apart: its name, or its rank when it has none."""
     return node.nvlink_domain if node.nvlink_domain is not None else node.rank
+
+
+def describe_key(key: str | int) -> str:
+    """A domain key as text: ``NVLink domain rack-a``, or ``node 5 (no NVLink domain)``."""
+    return f"NVLink domain {key}" if isinstance(key, str) else f"node {key} (no NVLink domain)"
 
 
 def describe_domain(node: Node) -> str:
@@ -80,50 +86,78 @@ def order_by_nvlink_domain(inventory: Inventory) -> Inventory:
 _FIELDS = tuple(f.name for f in dataclasses.fields(Node))
 
 
-def domain_packed_rule(rule: Rule, space: ResourceSpace, group: int, inventory: Inventory) -> Rule:
+def domain_packed_rule(
+    rule: Rule,
+    space: ResourceSpace,
+    group: int,
+    inventory: Inventory,
+    *,
+    spares: Collection[int] = frozenset(),
+    degraded: Collection[str | int] = frozenset(),
+) -> tuple[Rule, dict[str | int, int]]:
     """Rule ``all`` with ``nvlink_group: group``, placed domain by domain.
 
     Each stretch of the space whose resources lie in one domain gives as many whole
     groups of ``group`` resources (one process each) as it holds, from its start; the
-    rest of the stretch is left free. A rule other than a plain ``all`` is returned as
-    it is.
+    rest of the stretch is left free. Spare nodes are left out. Stretches of a
+    ``degraded`` domain (see :mod:`placement_core._fabric_plan`) are left free too when
+    a healthy stretch holds a group. A rule other than a plain ``all`` is returned as it
+    is.
+
+    Returns:
+        The rule, and the degraded domains left free (domain key -> resources left, in
+        node order).
 
     Raises:
         PlacementRuleError: No stretch holds one whole group.
     """
     if len(rule.segments) != 1 or rule.segments[0].resources is not None:
-        return rule
+        return rule, {}
     if rule.segments[0].processes is not None:
-        return rule
-    stretches = _stretches(space, inventory)
+        return rule, {}
+    stretches = _stretches(space, inventory, spares)
+    skipped: dict[str | int, int] = {}
+    if degraded:
+        healthy = [s for s in stretches if s[2] not in degraded]
+        if any(size >= group for _, size, _ in healthy):
+            for _, size, key in stretches:
+                if key in degraded:
+                    skipped[key] = skipped.get(key, 0) + size
+            stretches = healthy
     segments = []
-    for start, size in stretches:
+    for start, size, _ in stretches:
         used = size // group * group
         if used:
             segments.append(f"{start}-{start + used - 1}")
     if not segments:
-        largest = max((size for _, size in stretches), default=0)
+        largest = max((size for _, size, _ in stretches), default=0)
         raise PlacementRuleError(
             f"placement all with nvlink_group: {group} needs {group} resources of one NVLink "
             f"domain for each group, but the largest domain of {space.describe()} holds "
             f"{largest}: lower nvlink_group to at most {largest}",
             path=rule.path,
         )
-    return parse_rule(",".join(segments), path=rule.path)
+    return parse_rule(",".join(segments), path=rule.path), skipped
 
 
-def _stretches(space: ResourceSpace, inventory: Inventory) -> list[tuple[int, int]]:
-    """``(first resource, count)`` of each maximal stretch of the space in one domain."""
+def _stretches(
+    space: ResourceSpace, inventory: Inventory, spares: Collection[int]
+) -> list[tuple[int, int, str | int]]:
+    """``(first resource, count, domain key)`` of each maximal stretch of the space in
+    one domain, spare nodes left out (they end a stretch)."""
     nodes = inventory.nodes
-    out: list[tuple[int, int]] = []
+    out: list[tuple[int, int, str | int]] = []
     last: str | int | None = None
     for run in space.runs:
+        if run.node_rank in spares:
+            last = None
+            continue
         key = domain_key(nodes[run.node_rank])
         if out and key == last:
-            start, size = out[-1]
-            out[-1] = (start, size + len(run.local_ids))
+            start, size, _ = out[-1]
+            out[-1] = (start, size + len(run.local_ids), key)
         else:
-            out.append((run.start, len(run.local_ids)))
+            out.append((run.start, len(run.local_ids), key))
         last = key
     return out
 

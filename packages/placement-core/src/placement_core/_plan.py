@@ -38,9 +38,15 @@ from ._errors import (
     InventoryError,
     PlacementRuleError,
 )
+from ._fabric_plan import FabricHealth, check_fabric_health, fabric_health, fabric_policy
 from ._inventory import Inventory
 from ._limits import MAX_PROCESSES
-from ._nvlink import check_nvlink_groups, domain_packed_rule, order_by_nvlink_domain
+from ._nvlink import (
+    check_nvlink_groups,
+    describe_key,
+    domain_packed_rule,
+    order_by_nvlink_domain,
+)
 from ._ranks import format_rank_list
 from ._records import Placement, build_placements
 from ._rules import Entry, Rule, parse_rule, resolve_rule
@@ -48,6 +54,7 @@ from ._scalars import is_int
 from ._shown import shown
 from ._sources import attach_hardware, explains_shortfalls, inventory_for
 from ._spaces import ResourceSpace, SpaceKind, build_space
+from ._spare_domains import resolve_spare_domains
 from ._spares import Move, Spares, refuse_spares, spare_cover, without_spares
 from ._topology_plan import TopologySolver
 
@@ -367,17 +374,21 @@ def plan(
         )
     if config.node_order == "nvlink_domain":
         inventory = order_by_nvlink_domain(inventory)
+    config = resolve_spare_domains(config, inventory)
     inventory = attach_hardware(inventory, config)
     spaces: dict[tuple[str, ...], ResourceSpace] = {}
     components: dict[str, Sequence[Placement]] = {}
     resolved: list[tuple[ComponentRule, ResourceSpace, list[Entry]]] = []
+    health = fabric_health(inventory)
+    policy = fabric_policy(config)
+    warnings: list[str] = [*inventory.shortfalls, *inventory.warnings]
+    left_free: dict[str, int] = {}  # rule key -> resources of degraded domains left free
     parsed = {
-        key: _prepare_rule(key, rule, config, inventory, spaces)
+        key: _prepare_rule(key, rule, config, inventory, spaces, health, warnings, left_free)
         for key, rule in config.component_placement.items()
     }
     _check_process_count(parsed, max_processes)
     solver = TopologySolver(inventory)
-    warnings: list[str] = [*inventory.shortfalls, *inventory.warnings]
     for key, rule in config.component_placement.items():
         parsed_rule, space = parsed[key]
         entries = resolve_rule(parsed_rule, space, stride=rule.stride)
@@ -388,10 +399,11 @@ def plan(
         entries, placements = _with_topology(
             base, rule, space, entries, inventory, solver, warnings
         )
-        if parsed_rule.source != rule.placement and space.size > len(placements):
+        unused = space.size - len(placements) - left_free.get(key, 0)
+        if parsed_rule.source != rule.placement and unused > 0:
             warnings.append(
                 f"{_names(rule)}: placement {rule.placement} with nvlink_group: "
-                f"{rule.nvlink_group} leaves {space.size - len(placements)} resource(s) "
+                f"{rule.nvlink_group} leaves {unused} resource(s) "
                 f"of {space.describe()} free: the rest of their NVLink domain holds no "
                 "whole group"
             )
@@ -404,6 +416,11 @@ def plan(
                 path=f"cluster.component_placement.{key}.nvlink_group",
                 ordered=config.node_order == "nvlink_domain",
             )
+        unhealthy = check_fabric_health(
+            health, policy, placements, names=_names(rule), path=f"{base}.placement"
+        )
+        if unhealthy is not None:
+            warnings.append(unhealthy)
         for name in rule.names:
             components[name] = placements
         resolved.append((rule, space, entries))
@@ -418,8 +435,12 @@ def _prepare_rule(
     config: ClusterConfig,
     inventory: Inventory,
     spaces: dict[tuple[str, ...], ResourceSpace],
+    health: FabricHealth,
+    warnings: list[str],
+    left_free: dict[str, int],
 ) -> tuple[Rule, ResourceSpace]:
-    """The parsed rule and the resource space it is resolved against."""
+    """The parsed rule and the resource space it is resolved against (a warning for each
+    degraded NVLink domain an ``all`` with ``nvlink_group`` leaves free)."""
     base = f"cluster.component_placement.{key}"
     parsed = parse_rule(rule.placement, path=f"{base}.placement")
     space = spaces.get(rule.node_groups)
@@ -432,7 +453,23 @@ def _prepare_rule(
     if config.spare_nodes and any(s.resources is None for s in parsed.segments):
         space = without_spares(space, config.spare_nodes)  # `all`: every usable resource
     if isinstance(rule.nvlink_group, int) and rule.nvlink_group > 1:
-        parsed = domain_packed_rule(parsed, space, rule.nvlink_group, inventory)
+        spares = frozenset(config.spare_nodes)
+        parsed, skipped = domain_packed_rule(
+            parsed,
+            space,
+            rule.nvlink_group,
+            inventory,
+            spares=spares,
+            degraded=health.domains.keys(),
+        )
+        warnings += [
+            f"{_names(rule)}: placement all with nvlink_group: {rule.nvlink_group} leaves "
+            f"{describe_key(k)} free: its fabric is degraded "
+            f"({health.describe_domain(k)})"
+            for k in skipped
+        ]
+        kept = sum(len(run.local_ids) for run in space.runs if run.node_rank in spares)
+        left_free[key] = sum(skipped.values()) + kept
     return parsed, space
 
 

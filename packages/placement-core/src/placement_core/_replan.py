@@ -5,9 +5,10 @@ See docs/guides/node-loss.md.
 :func:`replan` is pure and deterministic: the offline view (``placement plan --lose``)
 and a live recovery make the same decision from the same plan. Each lost node's
 processes move together to one compatible spare (:mod:`placement_core._spares`), lost
-nodes in rank order, each taking the lowest-ranked compatible spare still free. Because
-compatibility is equality of node profiles, this greedy choice finds a spare for every
-lost node whenever any assignment could.
+nodes in rank order, each taking a compatible spare still free, in its own NVLink domain
+first (:mod:`placement_core._spare_choice`). Because compatibility is equality of node
+profiles, this greedy choice finds a spare for every lost node whenever any assignment
+could (a spare that cannot give a ``topology: nvlink`` process NVLink is no match).
 """
 
 from __future__ import annotations
@@ -19,14 +20,17 @@ from itertools import compress
 from operator import attrgetter
 from types import MappingProxyType
 
+from ._busy import busy_accelerators
 from ._checks import nodes
 from ._errors import NoSpareError, PlacementError, PlacementRuleError
+from ._fabric_plan import fabric_health
 from ._plan import Plan
 from ._ranks import format_rank_list, parse_rank_list
 from ._records import Placement
 from ._scalars import is_int
 from ._shown import shown
-from ._spares import Move, Profile, describe_profile, node_profile
+from ._spare_choice import Choice, SpareChooser, spanning_problem
+from ._spares import Move, Profile, describe_profile, node_profiles
 from ._topology_plan import TopologySolver
 
 __all__ = ["Replan", "replan"]
@@ -125,35 +129,61 @@ def _on_lost(plan: Plan, lost: frozenset[int]) -> dict[int, dict[str, list[int]]
     return held
 
 
-def _choose_spares(plan: Plan, held: Mapping[int, object], free: list[int]) -> dict[int, int]:
-    """Lost node -> spare: lost nodes ascending, each the lowest compatible free spare.
+def _choose_spares(
+    plan: Plan, held: Mapping[int, Mapping[str, list[int]]], free: list[int], lost: frozenset[int]
+) -> tuple[dict[int, Choice], str | None]:
+    """Lost node -> its spare's choice (:mod:`placement_core._spare_choice`), and the
+    warning naming groups left across domains.
 
     Raises:
         NoSpareError: Some lost node has no compatible spare left.
+        NoSpareError: Also when a group would span domains under ``nvlink_on_loss:
+            refuse``.
     """
-    profile: dict[int, Profile] = {
-        rank: node_profile(plan.config, plan.inventory, rank) for rank in free
-    }
-    chosen: dict[int, int] = {}
-    missing: list[tuple[int, str]] = []
-    for lost in sorted(held):
-        need = node_profile(plan.config, plan.inventory, lost)
-        spare = next((s for s in free if s not in chosen.values() and profile[s] == need), None)
-        if spare is None:
-            missing.append((lost, describe_profile(need)))
+    chooser = SpareChooser(plan, free, lost, fabric_health(plan.inventory))
+    chosen: dict[int, Choice] = {}
+    missing: list[int] = []
+    for node in sorted(held):
+        choice = chooser.choose(node, held[node])
+        if choice is None:
+            missing.append(node)
         else:
-            chosen[lost] = spare
+            chosen[node] = choice
     if missing:
-        raise _no_spare(missing, free, chosen)
-    return chosen
+        profiles = node_profiles(plan.config, plan.inventory, missing)
+        described: dict[Profile, str] = {}
+        for node in missing:
+            if profiles[node] not in described:
+                described[profiles[node]] = describe_profile(profiles[node])
+        needs = [(node, described[profiles[node]]) for node in missing]
+        raise _no_spare(needs, free, {lost: c.spare for lost, c in chosen.items()})
+    spanning = {node: c for node, c in chosen.items() if c.spanning}
+    warning = spanning_problem(spanning, refuse=plan.config.nvlink_on_loss == "refuse")
+    return chosen, warning
+
+
+_REASONS_SHOWN = 4
 
 
 def _no_spare(
     missing: list[tuple[int, str]], free: list[int], chosen: Mapping[int, int]
 ) -> NoSpareError:
-    reasons = "; ".join(f"node {lost} needs a spare with {need}" for lost, need in missing)
-    left = [s for s in free if s not in chosen.values()]
-    taken = ", ".join(f"spare {s} takes over node {lost}" for lost, s in chosen.items())
+    by_need: dict[str, list[int]] = {}
+    for lost, need in missing:
+        by_need.setdefault(need, []).append(lost)
+    reasons = "; ".join(
+        f"{nodes(ranks)} {'needs' if len(ranks) == 1 else 'need'} a spare with {need}"
+        for need, ranks in list(by_need.items())[:_REASONS_SHOWN]
+    )
+    if len(by_need) > _REASONS_SHOWN:
+        reasons += f"; and {len(by_need) - _REASONS_SHOWN} more kinds of node"
+    used = set(chosen.values())
+    left = [s for s in free if s not in used]
+    taken = ", ".join(
+        f"spare {s} takes over node {lost}" for lost, s in list(chosen.items())[:_REASONS_SHOWN]
+    )
+    if len(chosen) > _REASONS_SHOWN:
+        taken += f" and {len(chosen) - _REASONS_SHOWN} more"
     if left:
         spares = f"the spares left ({format_rank_list(left)}) differ"
     else:
@@ -182,25 +212,42 @@ def _moved(
         for p in placements
     ]
     if solver.active:
-        rule = plan.config.components().get(name)
         solver.annotate(
             fresh,
-            numa_node=None if rule is None or plan.assigned else rule.numa_node,
+            numa_node=_asked_numa(plan, name, placements),
             path=f"cluster.component_placement.{name}",
             whole_nodes=all(not p.hardware_ranks for p in fresh),
         )
     return fresh
 
 
+def _asked_numa(plan: Plan, name: str, placements: Sequence[Placement]) -> int | None:
+    """The NUMA node the moved node- and hardware-placed processes asked for.
+
+    From the rule when the plan comes from its rules; in a plan from an earlier
+    ``replan`` (which no longer re-reads them), the NUMA node the processes were given.
+    """
+    if any(p.hardware_type is None and p.hardware_ranks for p in placements):
+        return None  # accelerator placements: their NUMA node is their accelerators'
+    if not plan.assigned:
+        rule = plan.config.components().get(name)
+        return None if rule is None else rule.numa_node
+    if not plan.moves:
+        return None  # from assignments: no rule asked
+    asked = {p.numa_node for p in placements}
+    return asked.pop() if len(asked) == 1 else None
+
+
 def _move(
-    plan: Plan, held: Mapping[int, Mapping[str, list[int]]], chosen: Mapping[int, int]
+    plan: Plan, held: Mapping[int, Mapping[str, list[int]]], chosen: Mapping[int, Choice]
 ) -> tuple[dict[str, Sequence[Placement]], list[Move]]:
     """The components with every lost node's processes on its spare, and the moves."""
     edited: dict[str, list[Placement]] = {}
     moves: list[Move] = []
     solver = TopologySolver(plan.inventory)
+    domains = any(node.nvlink_domain is not None for node in plan.inventory.nodes)
     for lost_rank in sorted(held):
-        spare = chosen[lost_rank]
+        spare = chosen[lost_rank].spare
         for name, moved_ranks in held[lost_rank].items():
             placements = edited.get(name)
             if placements is None:
@@ -215,6 +262,7 @@ def _move(
                 plan.inventory.nodes[lost_rank].node_id,
                 plan.inventory.nodes[spare].node_id,
                 MappingProxyType({k: tuple(v) for k, v in held[lost_rank].items()}),
+                chosen[lost_rank].why if domains else "",
             )
         )
     components = {
@@ -228,8 +276,14 @@ def replan(plan: Plan, lost: Iterable[int] | str | int) -> Replan:
     """Move the processes of lost nodes to spare nodes.
 
     Each lost node's processes move together to one compatible spare (same
-    accelerators, node groups and group environment; see :meth:`Plan.spares`): lost
-    nodes in rank order, each to the lowest-ranked compatible spare still free. A moved
+    accelerators, node groups and group environment; see :meth:`Plan.spares`; and NVLink
+    between each moved process's accelerators where its rule says ``topology: nvlink``):
+    lost nodes in rank order, each to the lowest-ranked compatible spare still free in
+    its own NVLink domain, else in the domain that keeps its ``nvlink_group`` groups
+    whole, else anywhere (a warning names the groups now spanning domains; an error with
+    ``cluster.nvlink_on_loss: refuse``). The moved plan's warnings are the plan's, with
+    the "already runs" warnings of busy accelerators as the new placements give them. A
+    moved
     process keeps its rank, local rank, local world size, accelerator ids on its node,
     visible devices and group env; only its node and what derives from it change (node
     id, link, NUMA node and CPUs as the spare's snapshot gives them, hardware configs,
@@ -255,26 +309,56 @@ def replan(plan: Plan, lost: Iterable[int] | str | int) -> Replan:
     Raises:
         PlacementRuleError: ``lost`` is empty or names a node outside the plan.
         PlacementSyntaxError: ``lost`` is a rank list that does not parse.
-        NoSpareError: A lost node has no compatible spare left; the message names it
-            and what a spare would need. Nothing is moved.
+        NoSpareError: A lost node has no compatible spare left (or the config declares
+            none); the message names it and what a spare would need. Nothing is moved.
+        NoSpareError: Also with ``cluster.nvlink_on_loss: refuse`` when no spare keeps
+            a lost node's ``nvlink_group`` groups in one domain (path
+            ``cluster.nvlink_on_loss``).
     """
     ranks = _lost_ranks(plan, lost)
     lost_set = frozenset(ranks)
     spares = plan.config.spare_nodes
-    dropped = tuple(r for r in ranks if r in spares)
+    spare_set = frozenset(spares)
+    dropped = tuple(r for r in ranks if r in spare_set)
     free = [r for r in spares if r not in lost_set]
     held = _on_lost(plan, lost_set)
-    chosen = _choose_spares(plan, held, free)
+    if held and not spares and not plan.moves:
+        raise NoSpareError(
+            f"lost {nodes(sorted(held))} held processes, but the config declares no spare "
+            "nodes to move them to: add cluster.spare_nodes (a rank list, or NVLink domain "
+            "-> how many of its last nodes) to plan a node loss",
+            lost=tuple(sorted(held)),
+            needs={},
+            path="lost",
+        )
+    chosen, spanning = _choose_spares(plan, held, free, lost_set)
     components, moves = _move(plan, held, chosen)
-    left = tuple(r for r in free if r not in chosen.values())
+    used = {choice.spare for choice in chosen.values()}
+    left = tuple(r for r in free if r not in used)
+    warnings = _warnings(plan, components, spanning)
     new = Plan(
-        plan.config.model_copy(update={"spare_nodes": left}),
+        plan.config.model_copy(update={"spare_input": left}),
         plan.inventory,
         MappingProxyType(components),
-        plan.warnings,
+        warnings,
         True,
         tuple(sorted({*plan.lost_nodes, *ranks})),
         (*plan.moves, *moves),
     )
-    idle = tuple(r for r in ranks if r not in held and r not in spares)
+    idle = tuple(r for r in ranks if r not in held and r not in spare_set)
     return Replan(new, plan, ranks, tuple(moves), dropped, idle)
+
+
+def _warnings(
+    plan: Plan, components: Mapping[str, Sequence[Placement]], spanning: str | None
+) -> tuple[str, ...]:
+    """The plan's warnings with the busy accelerators' warnings redone for the moved
+    placements (a busy spare now used warns; a busy node moved off no longer does)."""
+    before = busy_accelerators(plan.inventory, plan.components)
+    after = busy_accelerators(plan.inventory, components)
+    stale = {busy.describe() for busy in before}
+    kept = [w for w in plan.warnings if w not in stale]
+    kept += [busy.describe() for busy in after]
+    if spanning is not None:
+        kept.append(spanning)
+    return tuple(kept)

@@ -39,7 +39,9 @@ Each accelerator's ``fabric`` (its NVLink fabric registration) gives the node it
 ``nvlink_domain``, ``<cluster_uuid>/<clique_id>``, when every accelerator is registered
 (state ``completed``, status ``success``) and all agree; otherwise the node has none and
 the inventory warns, naming the node and why (unless no accelerator reports a fabric at
-all: a PCIe or HGX node).
+all: a PCIe or HGX node). Where the config's ``inventory:`` entries name domains too,
+:mod:`placement_core._domain_source` says which wins. A fabric state or health mask that
+NVML's headers do not define is refused (:mod:`placement_core._fabric`).
 
 Non-accelerator hardware always comes from ``node_groups[*].hardware``
 (:func:`attach_hardware`).
@@ -58,7 +60,9 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._config import ClusterConfig
+from ._domain_source import FabricDomain, fabric_domain, merge_domains
 from ._errors import InventoryError, PlacementError, PlacementRuleError
+from ._fabric import FABRIC_STATES, check_health_mask
 from ._files import DuplicateKey, FileRefused, read_text_file, unique_keys
 from ._inventory import (
     Accelerator,
@@ -262,6 +266,9 @@ def node_from_snapshot(
     return read.node
 
 
+_NO_FABRIC = FabricDomain(None, False)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _ReadNode:
     """A node read from its snapshot, with what the snapshot left out and other warnings."""
@@ -269,6 +276,7 @@ class _ReadNode:
     node: Node
     shortfalls: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    fabric: FabricDomain = _NO_FABRIC
 
 
 def _left_out(name: str, rank: int, what: str, cause: str) -> str:
@@ -330,6 +338,8 @@ def _accelerators(
 
 def _accelerator(entry: _SnapshotAccelerator, name: str, i: int) -> Accelerator:
     fabric = entry.fabric
+    if fabric is not None:
+        _check_fabric(fabric, name, f"accelerators[{i}].fabric")
     return Accelerator(
         index=entry.index,
         type=entry.type,
@@ -351,31 +361,18 @@ def _accelerator(entry: _SnapshotAccelerator, name: str, i: int) -> Accelerator:
     )
 
 
-def _nvlink_domain(
-    accelerators: Sequence[Accelerator], rank: int, name: str
-) -> tuple[str | None, str | None]:
-    """The node's NVLink domain, or None with the warning that says why (no warning when no
-    accelerator reports a fabric: a node without rack-scale NVLink)."""
-    reporting = [a for a in accelerators if a.fabric is not None]
-    if not reporting:
-        return None, None
-    why = None
-    silent = [a.index for a in accelerators if a.fabric is None]
-    waiting = [a for a in reporting if not a.fabric.registered]  # type: ignore[union-attr]
-    domains = sorted({a.fabric.domain for a in reporting})  # type: ignore[union-attr]
-    if silent:
-        why = f"accelerator(s) {format_rank_list(silent)} report no NVLink fabric"
-    elif waiting:
-        why = "; ".join(
-            f"accelerator {a.index} is not registered with its NVLink fabric (state "
-            f"{a.fabric.state}, status {a.fabric.status})"  # type: ignore[union-attr]
-            for a in waiting
+def _check_fabric(fabric: _SnapshotFabric, name: str, field: str) -> None:
+    """Refuse a fabric state or health mask that NVML's headers do not define."""
+    if fabric.state not in FABRIC_STATES:
+        raise _snapshot_error(
+            name,
+            f"{field}.state",
+            f"unknown fabric state {shown(fabric.state)}: expected one of "
+            f"{', '.join(FABRIC_STATES)}",
         )
-    elif len(domains) > 1:
-        why = f"its accelerators name {len(domains)} NVLink domains ({', '.join(domains)})"
-    if why is not None:
-        return None, f"{name}: node {rank} has no NVLink domain: {why}"
-    return domains[0], None
+    unknown = check_health_mask(fabric.health_mask)
+    if unknown is not None:
+        raise _snapshot_error(name, f"{field}.health_mask", unknown)
 
 
 def _node(snapshot: _Snapshot, rank: int, name: str, *, accept_partial: bool) -> _ReadNode:
@@ -386,7 +383,10 @@ def _node(snapshot: _Snapshot, rank: int, name: str, *, accept_partial: bool) ->
             name, "accelerators", f"one node may hold one accelerator type, got {sorted(types)}"
         )
     accelerators = _accelerators(snapshot, rank, name, accept_partial, shortfalls)
-    domain, warning = _nvlink_domain(accelerators, rank, name)
+    found = fabric_domain(accelerators)
+    warning = (
+        None if found.why is None else f"{name}: node {rank} has no NVLink domain: {found.why}"
+    )
     node = Node(
         rank=rank,
         node_id=f"node-{rank}",
@@ -398,10 +398,10 @@ def _node(snapshot: _Snapshot, rank: int, name: str, *, accept_partial: bool) ->
             _links(snapshot.links, {a.index for a in snapshot.accelerators}, name),
             {a.index for a in accelerators},
         ),
-        nvlink_domain=domain,
+        nvlink_domain=found.domain,
         host_memory_bytes=snapshot.host_memory_bytes,
     )
-    return _ReadNode(node, tuple(shortfalls), () if warning is None else (warning,))
+    return _ReadNode(node, tuple(shortfalls), () if warning is None else (warning,), found)
 
 
 def _cpu_list(text: str | None, name: str, field: str) -> str | None:
@@ -671,17 +671,16 @@ def inventory_for(
         else:
             if not node.accelerators and rank in non_nvml:
                 node = dataclasses.replace(node, accelerators=from_config[rank], links=())
-            if node.nvlink_domain is None and domain is not None:
-                node = dataclasses.replace(node, nvlink_domain=domain)
             if node.host_memory_bytes is None and rank in host_memory:
                 node = dataclasses.replace(node, host_memory_bytes=host_memory[rank])
         nodes.append(node)
+    nodes, disagreements = merge_domains(nodes, {r: n.fabric for r, n in read.items()}, domains)
     shortfalls += _fewer_than_declared(read, from_config)
     if snapshots and per_node is None:
         shortfalls += _undescribed(config.num_nodes, read, from_config)
     return Inventory(
         tuple(nodes),
-        warnings=tuple(w for r in read.values() for w in r.warnings),
+        warnings=(*(w for r in read.values() for w in r.warnings), *disagreements),
         shortfalls=tuple(shortfalls),
     )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from types import MappingProxyType
 
 from ._checks import nodes
@@ -28,6 +29,7 @@ __all__ = [
     "Spares",
     "describe_profile",
     "node_profile",
+    "node_profiles",
     "refuse_spares",
     "spare_cover",
     "without_spares",
@@ -52,23 +54,47 @@ class Profile:
 
 def node_profile(config: ClusterConfig, inventory: Inventory, node_rank: int) -> Profile:
     """The profile of one node (hardware attached to the inventory or not)."""
-    node = inventory.nodes[node_rank]
-    groups = []
+    return node_profiles(config, inventory, [node_rank])[node_rank]
+
+
+def node_profiles(
+    config: ClusterConfig, inventory: Inventory, ranks: Iterable[int]
+) -> dict[int, Profile]:
+    """The profiles of many nodes, in one pass over the node groups and their hardware
+    (linear in the config and the nodes asked, however many devices each group has)."""
+    wanted = frozenset(ranks)
+    groups: dict[int, list[tuple[str, str | None, tuple[tuple[str, str], ...]]]] = {}
+    hardware: dict[int, dict[str, int]] = {}
     for group in config.node_groups:
-        if node_rank in group.node_ranks:
-            interpreter, env = config.node_environment(group.label, node_rank)
-            groups.append((group.label, interpreter, tuple(sorted(env.items()))))
-    hardware: dict[str, int] = {}
-    for group in config.node_groups:
+        for rank in wanted.intersection(group.node_ranks):
+            interpreter, env = config.node_environment(group.label, rank)
+            groups.setdefault(rank, []).append(
+                (group.label, interpreter, tuple(sorted(env.items())))
+            )
         if group.hardware is not None:
+            kind = group.hardware.type
             for device in group.hardware.configs:
-                if device.node_rank == node_rank:
-                    hardware[group.hardware.type] = hardware.get(group.hardware.type, 0) + 1
-    return Profile(
-        tuple((a.index, a.type, a.model) for a in node.accelerators),
-        tuple(groups),
-        tuple(sorted(hardware.items())),
-    )
+                if device.node_rank in wanted:
+                    counts = hardware.setdefault(device.node_rank, {})
+                    counts[kind] = counts.get(kind, 0) + 1
+    # Nodes share accelerator tuples in uniform inventories: describe each tuple once.
+    accelerators: dict[int, tuple[tuple[int, str, str | None], ...]] = {}
+    out: dict[int, Profile] = {}
+    for rank in wanted:
+        node = inventory.nodes[rank]
+        described = accelerators.get(id(node.accelerators))
+        if described is None:
+            described = tuple(map(_ACCELERATOR, node.accelerators))
+            accelerators[id(node.accelerators)] = described
+        out[rank] = Profile(
+            described,
+            tuple(groups.get(rank, ())),
+            tuple(sorted(hardware.get(rank, {}).items())),
+        )
+    return out
+
+
+_ACCELERATOR = attrgetter("index", "type", "model")
 
 
 def describe_profile(profile: Profile) -> str:
@@ -119,11 +145,15 @@ class Spares:
         """``spare node 16: can replace nodes 0-15`` (spares that replace the same nodes
         share a line: ``spare nodes 16-17: each can replace nodes 0-15``), then a note per
         need."""
-        by_used: dict[tuple[int, ...], list[int]] = {}
+        # Spares of one profile share one tuple: group by identity, then by value.
+        by_id: dict[int, tuple[tuple[int, ...], list[int]]] = {}
         for spare, used in self.replaces.items():
-            by_used.setdefault(used, []).append(spare)
+            by_id.setdefault(id(used), (used, []))[1].append(spare)
+        by_used: dict[tuple[int, ...], list[int]] = {}
+        for used, spares in by_id.values():
+            by_used.setdefault(used, []).extend(spares)
         out = [
-            f"spare {nodes(spares)}: {'each ' if len(spares) > 1 else ''}"
+            f"spare {nodes(sorted(spares))}: {'each ' if len(spares) > 1 else ''}"
             + (f"can replace {nodes(used)}" if used else "can replace no used node")
             for used, spares in by_used.items()
         ]
@@ -142,18 +172,23 @@ def spare_cover(config: ClusterConfig, inventory: Inventory, used: Iterable[int]
     spares = config.spare_nodes
     if not spares:
         return Spares(MappingProxyType({}), (), MappingProxyType({}))
+    used = sorted(set(used))
+    profiles = node_profiles(config, inventory, [*spares, *used])
     by_profile: dict[Profile, list[int]] = {}
     for rank in spares:
-        by_profile.setdefault(node_profile(config, inventory, rank), []).append(rank)
+        by_profile.setdefault(profiles[rank], []).append(rank)
     replaceable: dict[Profile, list[int]] = {profile: [] for profile in by_profile}
     uncovered: list[int] = []
     needs: dict[int, str] = {}
-    for rank in sorted(set(used)):
-        profile = node_profile(config, inventory, rank)
+    described: dict[Profile, str] = {}
+    for rank in used:
+        profile = profiles[rank]
         able = replaceable.get(profile)
         if able is None:
             uncovered.append(rank)
-            needs[rank] = describe_profile(profile)
+            if profile not in described:
+                described[profile] = describe_profile(profile)
+            needs[rank] = described[profile]
         else:
             able.append(rank)
     replaces: dict[int, tuple[int, ...]] = {}
@@ -228,6 +263,9 @@ class Move:
         spare_node_id: The spare's identity.
         ranks: Component -> the ranks that moved, ascending; config order. Each keeps its
             rank, local rank, accelerator ids and group env on the spare.
+        domain: Where the spare lies, when any node has an NVLink domain: ``same domain``
+            (the lost node's), ``keeps groups`` (the domain of the rest of its
+            ``nvlink_group`` groups) or ``other domain``; empty otherwise.
     """
 
     lost: int
@@ -235,18 +273,43 @@ class Move:
     lost_node_id: str
     spare_node_id: str
     ranks: Mapping[str, tuple[int, ...]]
+    domain: str = ""
 
     def lines(self) -> list[str]:
-        """``actor 8-15: node 1 -> node 16`` per component, ``rank 0`` moves said so."""
+        """``actor 8-15: node 1 -> node 16`` per component, ``rank 0`` moves said so, and
+        the spare's domain when nodes have domains (``(spare in the same NVLink
+        domain)``)."""
+        where = self.where
         return [
             f"{component} {format_rank_list(ranks)}: node {self.lost} -> node {self.spare}"
             + (f" (rank 0: the master node is now node {self.spare})" if ranks[0] == 0 else "")
+            + where
             for component, ranks in self.ranks.items()
         ]
+
+    @property
+    def where(self) -> str:
+        """`` (spare in the same NVLink domain)`` (or ``... of the rest of its
+        nvlink_group``, ``... another NVLink domain``); empty without domains."""
+        return _WHERE.get(self.domain, "")
 
     def __reduce__(self) -> tuple[object, ...]:
         # MappingProxyType does not pickle; moves cross Ray process boundaries.
         return (
             Move,
-            (self.lost, self.spare, self.lost_node_id, self.spare_node_id, dict(self.ranks)),
+            (
+                self.lost,
+                self.spare,
+                self.lost_node_id,
+                self.spare_node_id,
+                dict(self.ranks),
+                self.domain,
+            ),
         )
+
+
+_WHERE = {
+    "same domain": " (spare in the same NVLink domain)",
+    "keeps groups": " (spare in the NVLink domain of the rest of its nvlink_group)",
+    "other domain": " (spare in another NVLink domain)",
+}

@@ -58,6 +58,13 @@ TOPOLOGY_MODES: tuple[str, ...] = get_args(TopologyMode)
 NodeOrder = Literal["inventory", "nvlink_domain"]
 NODE_ORDERS: tuple[str, ...] = get_args(NodeOrder)
 
+#: What a plan does with nodes whose NVLink fabric is degraded (``cluster.fabric_health``).
+FabricHealthPolicy = Literal["refuse", "warn", "ignore"]
+
+#: What ``replan`` does when no spare keeps a lost node's ``nvlink_group`` inside one
+#: NVLink domain (``cluster.nvlink_on_loss``).
+NvlinkOnLoss = Literal["warn", "refuse"]
+
 #: Built-in node groups of every node; no declared group may use these labels.
 RESERVED_LABELS = ("cluster", "node")
 

@@ -136,6 +136,7 @@ def _move_lines(move: Move, master: Mapping[str, object]) -> list[str]:
             if ranks[0] == 0 and component in master
             else ""
         )
+        + move.where
         for component, ranks in move.ranks.items()
     ]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from placement_core._fabric_plan import fabric_health
 from placement_core._inventory import Node
 from placement_core._ranks import format_rank_list
 
@@ -24,11 +25,13 @@ def domain_bands(plan: Plan) -> dict[int, str]:
     """Per node rank that starts a stretch of one domain, the band's text.
 
     Empty when no node has a domain. Nodes without a domain next to each other share
-    one band (each is still a domain of its own).
+    one band (each is still a domain of its own). A band of a degraded domain says so,
+    naming its degraded nodes, GPUs and health fields.
     """
     nodes = plan.inventory.nodes
     if all(node.nvlink_domain is None for node in nodes):
         return {}
+    health = fabric_health(plan.inventory)
     members: dict[str | None, list[int]] = {}
     for node in nodes:
         members.setdefault(node.nvlink_domain, []).append(node.rank)
@@ -42,12 +45,19 @@ def domain_bands(plan: Plan) -> dict[int, str]:
         noun = "node" if rank - start == 1 else "nodes"
         if domain is None:
             bands[start] = f"no NVLink domain: {noun} {stretch} (each a domain of its own)"
+            sick = [r for r in range(start, rank) if r in health.domains]
+            if sick:
+                bands[start] += " | DEGRADED fabric: " + "; ".join(
+                    health.describe_domain(r) for r in sick[:2]
+                )
         else:
             elsewhere = [r for r in members[domain] if not start <= r < rank]
             more = (
                 f" (the domain also has nodes {format_rank_list(elsewhere)})" if elsewhere else ""
             )
             bands[start] = f"NVLink domain {domain}: {noun} {stretch}{more}"
+            if domain in health.domains:
+                bands[start] += f" | DEGRADED fabric: {health.describe_domain(domain)}"
         start = rank
     return bands
 

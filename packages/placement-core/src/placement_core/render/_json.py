@@ -71,11 +71,14 @@ def plan_to_dict(
     inventory carries topology (node snapshots), when nodes also list their ``links``
     and accelerators their ``memory_used_bytes`` and ``processes``; plus
     ``nvlink_domain`` (the node's NVLink domain, or None) on each placement and node
-    when any node has a domain. A config with ``spare_nodes`` adds ``spares`` (``nodes``:
-    each spare's ``node_rank`` and the used nodes it ``replaces``; ``uncovered``: used
-    nodes no spare can replace and what one would need); a plan from
+    when any node has a domain. A config with ``spare_nodes`` adds ``spares`` (``groups``:
+    spares that replace the same used nodes, each group's ``spares`` and the used nodes
+    they ``replaces``, so that every spare and every used node appears once at most;
+    ``uncovered``: used nodes no spare can replace and what one would need); a plan from
     :func:`~placement_core.replan` adds ``lost`` (``nodes`` and the ``moves``: ``lost``,
-    ``spare``, their node ids and the ``ranks`` moved per component).
+    ``spare``, their node ids, the ``ranks`` moved per component and, when nodes have
+    NVLink domains, the spare's ``domain``: ``same domain``, ``keeps groups`` or
+    ``other domain``).
 
     Args:
         plan: The plan.
@@ -118,8 +121,14 @@ def _spares(plan: Plan) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if plan.config.spare_nodes:
         spares = plan.spares()
+        # Spares of one profile share what they replace: one group each, so the document
+        # grows with spares + used nodes, never with their product.
+        # Keyed by identity: hashing a 100,000-node tuple once per spare is the slow part.
+        groups: dict[int, tuple[tuple[int, ...], list[int]]] = {}
+        for rank, used in spares.replaces.items():
+            groups.setdefault(id(used), (used, []))[1].append(rank)
         out["spares"] = {
-            "nodes": [{"node_rank": r, "replaces": list(u)} for r, u in spares.replaces.items()],
+            "groups": [{"spares": r, "replaces": list(u)} for u, r in groups.values()],
             "uncovered": [{"node_rank": r, "needs": spares.needs[r]} for r in spares.uncovered],
         }
     if plan.lost_nodes:
@@ -133,6 +142,7 @@ def _spares(plan: Plan) -> dict[str, Any]:
                     "spare_node_id": m.spare_node_id,
                     "ranks": {name: list(ranks) for name, ranks in m.ranks.items()},
                 }
+                | ({"domain": m.domain} if m.domain else {})
                 for m in plan.moves
             ],
         }

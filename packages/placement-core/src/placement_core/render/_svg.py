@@ -441,8 +441,7 @@ class PlanPicture:
         tag = node_tag(self.plan, node.rank).strip(" ()")
         replaces = self.plan.spares().replaces.get(node.rank)
         if replaces is not None:
-            used = f"nodes {format_rank_list(replaces)}" if replaces else "no used node"
-            tag += f": can replace {used}"
+            tag += f": can replace {_replaced(replaces)}"
         if tag:
             lines.append(tag)
         return "\n".join(lines)
@@ -561,3 +560,19 @@ def render_svg(
         f"<title>{xml_escape(picture.title)}</title>"
     )
     return head + "\n".join(out) + "\n</svg>\n"
+
+
+#: The last texts of ``_replaced``, by the very tuple they describe.
+_REPLACED: list[tuple[tuple[int, ...], str]] = []
+
+
+def _replaced(replaces: tuple[int, ...]) -> str:
+    """What a spare can replace, as text. Spares of one profile share the tuple: a
+    thousand spares over a hundred thousand nodes format it once (found by identity,
+    never hashed)."""
+    for seen, text in _REPLACED:
+        if seen is replaces:
+            return text
+    text = f"nodes {format_rank_list(replaces)}" if replaces else "no used node"
+    _REPLACED[:] = [(replaces, text), *_REPLACED[:7]]
+    return text

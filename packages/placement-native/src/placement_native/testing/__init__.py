@@ -24,6 +24,7 @@ from placement_native.errors import FakeNVMLBuildError, FakeTopologyError
 
 from ._build import CACHE_ENV, cache_dir, library
 from ._fake import TOPOLOGY_ENV, FakeNvml, fake_nvml
+from ._health import CONFIGURATIONS, degraded_tray, health_mask
 from ._machines import topology, topology_names
 from ._topology import (
     FakeFabric,
@@ -37,6 +38,7 @@ from ._topology import (
 
 __all__ = [
     "CACHE_ENV",
+    "CONFIGURATIONS",
     "TOPOLOGY_ENV",
     "FakeFabric",
     "FakeGpu",
@@ -48,7 +50,9 @@ __all__ = [
     "FakeTopologyError",
     "Topology",
     "cache_dir",
+    "degraded_tray",
     "fake_nvml",
+    "health_mask",
     "library",
     "load_topology",
     "topology",

@@ -11,6 +11,7 @@ from types import TracebackType
 
 from placement_native._host import MEMINFO_ENV, SYSFS_ENV
 from placement_native._raw import LIBRARY_ENV
+from placement_native.errors import FakeTopologyError
 
 from ._build import library
 from ._machines import TOPOLOGIES, topology
@@ -119,6 +120,27 @@ class FakeNvml:
         if self.meminfo is not None:
             self.env[MEMINFO_ENV] = str(self.meminfo)
         self._saved: list[dict[str, str | None]] = []
+
+    def change(self, machine: str | os.PathLike[str] | Topology) -> None:
+        """Serve another machine from now on, in place: the next ``nvmlInit`` (the next
+        snapshot) reads it. A tray whose fabric health changes between two snapshots is
+        ``fake.change(degraded_tray(...))`` between them.
+
+        Raises:
+            FakeTopologyError: an unknown or malformed topology.
+        """
+        name, topology = resolve(machine)
+        topology.validate()
+        if topology.old_driver != self.topology.old_driver:
+            raise FakeTopologyError(
+                "change: the new machine needs the other fake library (old_driver "
+                f"{topology.old_driver}); start a new fake_nvml for it"
+            )
+        fresh = self.topology_file.with_name(self.topology_file.name + ".new")
+        topology.write(fresh)
+        # A new inode: the fake re-reads a file whose inode, size or mtime changed.
+        os.replace(fresh, self.topology_file)
+        self.name, self.topology = name, topology
 
     def __enter__(self) -> FakeNvml:
         self._saved.append({key: os.environ.get(key) for key in self.env})

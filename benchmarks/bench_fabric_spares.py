@@ -1,0 +1,222 @@
+"""Benchmark: fabric health in the plan, and choosing spares by NVLink domain.
+
+Three parts, each printed side by side with its baseline:
+
+1. **Health.** 10,000 nodes x 4 GPUs in NVLink domains of 18 nodes (NVL72 racks), every
+   GPU with its own fabric record as node snapshots give it, ``actor: {placement: all,
+   nvlink_group: 8}``. ``degraded`` has 3% of the domains degraded (one GPU of one node
+   each reports degraded bandwidth): the plan decodes every GPU's fabric and leaves those
+   domains free. Baselines: ``no fabric`` (the same domains, no fabric record: nothing to
+   decode) and ``healthy`` (every record healthy). Target: ``degraded`` within 1.2x of
+   ``no fabric`` (median wall time).
+2. **Recovery's choice.** The choice of a spare for one lost node among 1,000 spares
+   (``--spares``) in 56 domains, as a live recovery makes it (core's ``SpareChooser``: the
+   profiles, the domain queues, the choice). Target: under 10 ms.
+3. **Spare choice and ``Plan.spares()`` at scale** (issue 30: they were cubic and
+   quadratic): ``replan`` losing 1,000 and 10,000 nodes of a plan with as many spares,
+   and ``Plan.spares()`` of 10,000 nodes with one robot each. The growth 1k -> 10k is
+   printed; linear is about 10x.
+
+Usage: ``python benchmarks/bench_fabric_spares.py [--nodes 10000] [--repeats 5]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+GPUS = 4
+RACK = 18
+GROUP = 8
+DEGRADED_SHARE = 0.03
+HEALTH_TARGET = 1.2
+CHOICE_TARGET_S = 0.010
+CLUSTER = "6f1d2c3b-4a59-4e8f-9a7b-0c1d2e3f4a5b"
+HEALTHY_MASK = 0b1010_1010 | 1 << 8  # every field false, configuration none
+DEGRADED_BW = HEALTHY_MASK & ~0b11 | 1
+
+
+def _median(run: Callable[[], object], repeats: int) -> tuple[float, float]:
+    run()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), min(times)
+
+
+def _racks(num_nodes: int, fabric: str) -> Any:
+    """``fabric``: ``none``, ``healthy`` or ``degraded`` (3% of the racks)."""
+    from placement_core import Accelerator, Fabric, Inventory, Node
+
+    racks = -(-num_nodes // RACK)
+    sick = set(range(0, racks, round(1 / DEGRADED_SHARE))) if fabric == "degraded" else set()
+    nodes = []
+    for rank in range(num_nodes):
+        rack = rank // RACK
+        domain = f"{CLUSTER}/{rack}"
+        accelerators = tuple(
+            Accelerator(
+                index=i,
+                model="GB200",
+                fabric=None
+                if fabric == "none"
+                else Fabric(
+                    CLUSTER,
+                    rack,
+                    "completed",
+                    "success",
+                    DEGRADED_BW if rack in sick and rank % RACK == 0 and i == 0 else HEALTHY_MASK,
+                ),
+            )
+            for i in range(GPUS)
+        )  # a tuple per node, as snapshots give them
+        nodes.append(Node(rank, f"node-{rank}", accelerators=accelerators, nvlink_domain=domain))
+    return Inventory(tuple(nodes)), len(sick)
+
+
+def health_part(num_nodes: int, repeats: int) -> list[str]:
+    from placement_core import load_config, plan
+
+    config = load_config(
+        {
+            "cluster": {
+                "num_nodes": num_nodes,
+                "component_placement": {"actor": {"placement": "all", "nvlink_group": GROUP}},
+            }
+        }
+    )
+    rows = []
+    figures = {}
+    for name in ("none", "healthy", "degraded"):
+        inventory, sick = _racks(num_nodes, name)
+        figures[name] = _median(lambda inv=inventory: plan(config, inv), repeats)
+        if name == "degraded":
+            result = plan(config, inventory)
+            free = [w for w in result.warnings if "degraded" in w]
+            if len(free) != sick:
+                raise SystemExit(f"expected {sick} degraded racks left free, got {len(free)}")
+    base = figures["none"][0]
+    labels = {"none": "no fabric", "healthy": "healthy", "degraded": "3% degraded"}
+    for name, (median, best) in figures.items():
+        rows.append(f"  {labels[name]:<12} {median:>8.3f} {best:>8.3f} {median / base:>7.2f}x")
+    ratio = figures["degraded"][0] / base
+    verdict = "met" if ratio <= HEALTH_TARGET else "MISSED"
+    rows.append(f"  target: 3% degraded within {HEALTH_TARGET}x of no fabric: {verdict}")
+    return rows
+
+
+def choice_part(spares: int, repeats: int) -> list[str]:
+    from placement_core import Inventory, plan
+    from placement_core._fabric_plan import fabric_health
+    from placement_core._replan import _on_lost
+    from placement_core._spare_choice import SpareChooser
+
+    used = 10_000
+    num_nodes = used + spares
+    inventory, _ = _racks(num_nodes, "none")
+    config = {
+        "cluster": {
+            "num_nodes": num_nodes,
+            "spare_nodes": f"{used}-{num_nodes - 1}",
+            "component_placement": {
+                "actor": {"placement": f"0-{used * GPUS - 1}", "nvlink_group": GROUP}
+            },
+        }
+    }
+    planned = plan(config, Inventory(inventory.nodes))
+    lost = frozenset({used // 2})
+    held = _on_lost(planned, lost)
+    free = list(planned.config.spare_nodes)
+    health = fabric_health(planned.inventory)
+
+    def choose() -> object:
+        chooser = SpareChooser(planned, free, lost, health)
+        return chooser.choose(used // 2, held[used // 2])
+
+    median, best = _median(choose, repeats)
+    verdict = "met" if median < CHOICE_TARGET_S else "MISSED"
+    return [
+        f"  one lost node, {spares:,} spares: median {median * 1000:.2f} ms, best "
+        f"{best * 1000:.2f} ms (target < {CHOICE_TARGET_S * 1000:.0f} ms: {verdict})"
+    ]
+
+
+def scale_part(repeats: int) -> list[str]:
+    from placement_core import Inventory, plan, replan
+
+    rows = []
+    replans: dict[int, float] = {}
+    spares_of: dict[int, float] = {}
+    for lost in (1_000, 10_000):
+        num_nodes = 2 * lost
+        config = {
+            "cluster": {
+                "num_nodes": num_nodes,
+                "spare_nodes": f"{lost}-{num_nodes - 1}",
+                "component_placement": {"actor": f"0-{lost * 8 - 1}"},
+            }
+        }
+        planned = plan(config, Inventory.uniform(num_nodes, 8))
+        replans[lost] = _median(lambda p=planned, n=lost: replan(p, f"0-{n - 1}"), repeats)[0]
+        robots = {
+            "type": "Franka",
+            "configs": [
+                {"robot_ip": f"10.0.{r // 250}.{r % 250}", "node_rank": r} for r in range(num_nodes)
+            ],
+        }
+        with_robots = {
+            "cluster": {
+                "num_nodes": num_nodes,
+                "spare_nodes": f"{lost}-{num_nodes - 1}",
+                "node_groups": [{"label": "arm", "node_ranks": "all", "hardware": robots}],
+                "component_placement": {"ctl": {"node_group": "arm", "placement": f"0-{lost - 1}"}},
+            }
+        }
+        robot_plan = plan(with_robots, Inventory.uniform(num_nodes, 0))
+
+        def spares(p: Any = robot_plan) -> object:
+            p._cache.pop("spares", None)
+            return p.spares()
+
+        spares_of[lost] = _median(spares, repeats)[0]
+        rows.append(
+            f"  {lost:>6,} lost of {num_nodes:>6,} nodes: replan {replans[lost]:>7.3f} s   "
+            f"Plan.spares() with {num_nodes:,} robots {spares_of[lost]:>7.3f} s"
+        )
+    rows.append(
+        f"  growth 1k -> 10k: replan {replans[10_000] / replans[1_000]:.1f}x, Plan.spares() "
+        f"{spares_of[10_000] / spares_of[1_000]:.1f}x (linear: ~10x)"
+    )
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--spares", type=int, default=1_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    print(
+        f"1. health: {args.nodes:,} nodes x {GPUS} GPUs, racks of {RACK}, actor all with "
+        f"nvlink_group {GROUP}; median of {args.repeats}"
+    )
+    print(f"  {'fabric':<12} {'median s':>8} {'best s':>8} {'x none':>8}")
+    rows = health_part(args.nodes, args.repeats)
+    print("\n".join(rows))
+    print("2. recovery's spare choice")
+    choice = choice_part(args.spares, max(args.repeats, 20))
+    print("\n".join(choice))
+    print("3. spare choice and Plan.spares() at scale")
+    print("\n".join(scale_part(max(1, args.repeats // 2))))
+    missed = [row for row in (*rows, *choice) if "MISSED" in row]
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
