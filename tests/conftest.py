@@ -17,11 +17,14 @@ try:
 except ImportError:  # a session without hypothesis (the viewer's) has no property tests
     pass
 else:
-    # CI replays the same examples every run, so a red CI always names a real regression;
-    # local runs keep exploring new examples.
-    settings.register_profile("ci", derandomize=True, print_blob=True)
-    if os.environ.get("CI", "").lower() == "true":
-        settings.load_profile("ci")
+    # No deadline: these machines are shared, and a slow example is not a failure (speed is
+    # the benchmarks' business). CI replays the same examples every run, so a red CI always
+    # names a real regression; local runs keep exploring new examples.
+    settings.register_profile("dev", deadline=None)
+    settings.register_profile(
+        "ci", parent=settings.get_profile("dev"), derandomize=True, print_blob=True
+    )
+    settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "dev")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
