@@ -128,6 +128,16 @@ def test_registering_a_taken_name_needs_replace(cambricon: str) -> None:
         ({"ray_resource": "two words"}, "expected a Ray resource name"),
         ({"env_var": "MLU-DEVICES"}, "env_var: expected an environment variable"),
         ({"noset_env_vars": ["X"]}, "noset_env_vars: expected a tuple"),
+        ({"env_var": "MASTER_ADDR"}, "env_var: set by the planner on every worker"),
+        ({"env_var": "RANK"}, "env_var: set by the planner on every worker"),
+        (
+            {"noset_env_vars": ("WORLD_SIZE",)},
+            "noset_env_vars: set by the planner on every worker.*'WORLD_SIZE'",
+        ),
+        (
+            {"noset_env_vars": ("MLU_VISIBLE_DEVICES",)},
+            "noset_env_vars: names env_var itself",
+        ),
     ],
 )
 def test_a_malformed_registration_names_the_field(fields: dict[str, object], message: str) -> None:

@@ -166,3 +166,17 @@ def test_a_rule_on_a_spare_fails_at_its_line(
     status, _, err = run("plan", path)
     assert status == 1
     assert f"{path}:11: cluster.component_placement.rollout.placement: the rule places" in err
+
+
+def test_thousands_of_lost_nodes_without_spares_make_a_short_message(
+    run: Run, tmp_path: Path
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        'cluster:\n  num_nodes: 3000\n  spare_nodes: "2999"\n  component_placement: {a: 0-2998}\n'
+    )
+    status, _, err = run("plan", str(config), "--accelerators-per-node", "1", "--lose", "0-2998")
+    assert status == 1
+    assert "no compatible spare for lost nodes 1-2998" in err
+    assert "... and 2990 more" in err
+    assert len(err) < 2000

@@ -190,6 +190,7 @@ def test_a_moved_process_gets_the_spares_cpus() -> None:
     spare = copy.deepcopy(document)
     for accelerator in spare["accelerators"]:
         accelerator["cpu_affinity"] = "100-101"
+        accelerator["uuid"] += "-spare"  # another machine
     inventory = inventory_from_snapshots([document, spare])
     before = plan(
         {"cluster": {"num_nodes": 2, "spare_nodes": "1", "component_placement": {"a": "0-1"}}},

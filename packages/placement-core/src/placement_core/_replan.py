@@ -25,7 +25,7 @@ from ._plan import Plan
 from ._ranks import format_rank_list, parse_rank_list
 from ._records import Placement
 from ._scalars import is_int
-from ._shown import shown
+from ._shown import listed, shown
 from ._spares import Move, Profile, describe_profile, node_profile
 from ._topology_plan import TopologySolver
 
@@ -151,9 +151,9 @@ def _choose_spares(plan: Plan, held: Mapping[int, object], free: list[int]) -> d
 def _no_spare(
     missing: list[tuple[int, str]], free: list[int], chosen: Mapping[int, int]
 ) -> NoSpareError:
-    reasons = "; ".join(f"node {lost} needs a spare with {need}" for lost, need in missing)
+    reasons = listed([f"node {lost} needs a spare with {need}" for lost, need in missing])
     left = [s for s in free if s not in chosen.values()]
-    taken = ", ".join(f"spare {s} takes over node {lost}" for lost, s in chosen.items())
+    taken = listed([f"spare {s} takes over node {lost}" for lost, s in chosen.items()], ", ")
     if left:
         spares = f"the spares left ({format_rank_list(left)}) differ"
     else:

@@ -68,11 +68,16 @@ from ._inventory import (
     Inventory,
     Node,
 )
-from ._limits import MAX_ACCELERATOR_INDEX, MAX_ACCELERATORS_PER_NODE, MAX_SNAPSHOT_BYTES
+from ._limits import (
+    MAX_ACCELERATOR_INDEX,
+    MAX_ACCELERATORS_PER_NODE,
+    MAX_IDENTIFIER_CHARS,
+    MAX_SNAPSHOT_BYTES,
+)
 from ._problems import problems_from_validation_error
 from ._ranks import format_rank_list, parse_rank_list
 from ._scalars import is_int
-from ._shown import shown
+from ._shown import clipped, shown
 from ._vocab import AcceleratorName
 
 __all__ = [
@@ -98,6 +103,8 @@ SnapshotSource = str | os.PathLike[str] | Mapping[str, Any]
 
 _Count = Annotated[int, Field(strict=True, ge=0)]
 _Index = Annotated[int, Field(strict=True, ge=0, le=MAX_ACCELERATOR_INDEX)]
+_Name = Annotated[str, Field(max_length=MAX_IDENTIFIER_CHARS)]
+_StrictName = Annotated[str, Field(strict=True, max_length=MAX_IDENTIFIER_CHARS)]
 
 
 class _Lenient(BaseModel):
@@ -110,19 +117,19 @@ class _SnapshotProcess(_Lenient):
 
 
 class _SnapshotFabric(_Lenient):
-    cluster_uuid: Annotated[str, Field(strict=True)]
+    cluster_uuid: _StrictName
     clique_id: _Count
-    state: Annotated[str, Field(strict=True)]
-    status: Annotated[str, Field(strict=True)]
+    state: _StrictName
+    status: _StrictName
     health_mask: _Count = 0
 
 
 class _SnapshotAccelerator(_Lenient):
     index: _Index
     type: AcceleratorName
-    model: str | None = None
-    uuid: str | None = None
-    pci_bus_id: str | None = None
+    model: _Name | None = None
+    uuid: _Name | None = None
+    pci_bus_id: _Name | None = None
     memory_bytes: _Count | None = None
     numa_node: Annotated[int, Field(strict=True)] | None = None
     cpu_affinity: str | None = None
@@ -136,8 +143,8 @@ class _SnapshotAccelerator(_Lenient):
 
 class _Snapshot(_Lenient):
     version: Annotated[int, Field(strict=True)] = Field(alias="schema")
-    hostname: str | None = None
-    ip: str | None = None
+    hostname: _Name | None = None
+    ip: _Name | None = None
     cpus: _Count | None = None
     accelerators: tuple[_SnapshotAccelerator, ...]
     links: tuple[tuple[_Count, _Count, Annotated[str, Field(strict=True)]], ...] = ()
@@ -271,9 +278,9 @@ class _ReadNode:
 
 def _nvml_failure(snapshot: _Snapshot, rank: int, name: str, accept_partial: bool) -> list[str]:
     """The snapshot's ``nvml_error`` as a shortfall; an error when it read no accelerator."""
-    error = snapshot.nvml_error
-    if not error:
+    if not snapshot.nvml_error:
         return []
+    error = clipped(snapshot.nvml_error)
     if snapshot.accelerators:
         return [
             f"{name}: node {rank}: the snapshot reports an NVML problem beside what it read: "
@@ -317,7 +324,7 @@ def _accelerators(
                 )
             shortfalls.append(
                 f"{name}: node {rank}: accelerator {entry.index} left out: it failed a query "
-                f"when the snapshot was taken ({entry.error})"
+                f"when the snapshot was taken ({clipped(entry.error)})"
             )
             continue
         accelerators.append(_accelerator(entry, name, i))
@@ -407,7 +414,7 @@ def _cpu_list(text: str | None, name: str, field: str) -> str | None:
         parse_rank_list(text)
     except PlacementError as error:
         raise _snapshot_error(
-            name, field, f"expected a CPU list such as '0-23,96-119', got {text!r}"
+            name, field, f"expected a CPU list such as '0-23,96-119', got {shown(text)}"
         ) from error
     return text.strip()
 
@@ -481,7 +488,28 @@ def _snapshot_nodes(
             )
         owner[rank] = name
         nodes[rank] = _node(snapshot, rank, name, accept_partial=accept_partial or rank in non_nvml)
+    _check_distinct_machines(nodes, owner)
     return nodes
+
+
+def _check_distinct_machines(nodes: Mapping[int, _ReadNode], owner: Mapping[int, str]) -> None:
+    """Refuse one accelerator (by its UUID) in two nodes: one machine's snapshot given
+    twice (``-i a.json a.json``) would plan it as two nodes."""
+    seen: dict[str, tuple[int, int]] = {}
+    for rank, read in nodes.items():
+        for accelerator in read.node.accelerators:
+            if not accelerator.uuid:
+                continue
+            first = seen.setdefault(accelerator.uuid, (rank, accelerator.index))
+            if first[0] != rank:
+                raise _snapshot_error(
+                    owner[rank],
+                    f"accelerators[{accelerator.index}].uuid",
+                    f"node {rank}'s {shown(accelerator.uuid)} is also node {first[0]}'s "
+                    f"accelerator "
+                    f"{first[1]} (snapshot {owner[first[0]]}): one machine's snapshot given "
+                    "twice? expected one snapshot per machine",
+                )
 
 
 def inventory_from_snapshots(

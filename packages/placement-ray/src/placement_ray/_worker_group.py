@@ -238,10 +238,12 @@ class WorkerGroup:
             try:
                 self.check_health()
             except NodeLostError as lost:
+                gone = {a["rank"] for a in lost.affected if a["role"] == self.component}
+                running = [r for r in others if r not in gone]
                 error = NodeLostError(
                     f"{self.component}.{method}: rank {rank} was lost with its node; "
                     + lost.message
-                    + still,
+                    + (f"\nstill running on ranks {running} (not waited for)" if running else ""),
                     dead_nodes=lost.dead_nodes,
                     affected=lost.affected,
                 )
