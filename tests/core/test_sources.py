@@ -25,7 +25,6 @@ from placement_core._sources import (
     node_from_snapshot,
 )
 
-
 _MACHINES = itertools.count()
 
 
@@ -82,7 +81,8 @@ def test_snapshot_becomes_a_node() -> None:
         128,
     )
     first = node.accelerators[0]
-    assert first.uuid is not None and first.uuid.endswith("-0")
+    assert first.uuid is not None
+    assert first.uuid.endswith("-0")
     assert first.pci_bus_id == "00000000:12:00.0"
     assert first.memory_bytes == 85520809984
     assert first.numa_node == 0

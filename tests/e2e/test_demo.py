@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 import subprocess
 import sys
-import socket
 import threading
 import time
 import uuid
