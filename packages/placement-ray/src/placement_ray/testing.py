@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -292,18 +293,23 @@ class SimulatedCluster:
         from ray.cluster_utils import Cluster as RayCluster
 
         cluster = RayCluster()
+        rank = 0
         try:
-            with _quiet_detection():
+            with _quiet_ray():
                 self._nodes = {0: cluster.add_node(**self.node_args(0), include_dashboard=False)}
                 for rank in range(1, self.spec.nodes):
                     self._nodes[rank] = cluster.add_node(**self.node_args(rank))
-            cluster.wait_for_nodes(timeout=self.spec.timeout_s)
+            rank = -1
+            wait_for_nodes(_live_count(cluster), self.spec.nodes, self.spec.timeout_s)
         except Exception as exc:
             cluster.shutdown()  # type: ignore[no-untyped-call]
+            which = f"node {rank} did not start" if rank >= 0 else "the nodes did not register"
             raise ClusterError(
-                f"the simulated cluster of {self.spec.nodes} nodes did not come up within "
-                f"{self.spec.timeout_s:g}s: {exc} (is the machine overloaded?)"
-            ) from exc
+                f"the simulated cluster of {self.spec.nodes} nodes did not come up: {which}: "
+                f"{_first_line(exc)} (load average {os.getloadavg()[0]:.1f} on "
+                f"{os.cpu_count()} CPUs: is the machine overloaded? a larger timeout_s "
+                "waits longer)"
+            ) from None
         except BaseException:
             cluster.shutdown()  # type: ignore[no-untyped-call]
             raise
@@ -408,7 +414,8 @@ class SimulatedCluster:
             raise ArgumentError(
                 f"rank: expected a live node other than the head {alive}, got {rank!r}"
             )
-        self.ray_cluster.remove_node(node)
+        with _quiet_ray():
+            self.ray_cluster.remove_node(node)
         del self._nodes[rank]
         deadline = time.monotonic() + self.spec.timeout_s
         while any(n["NodeID"] == node.node_id for n in alive_nodes()):
@@ -431,9 +438,9 @@ class SimulatedCluster:
             raise ArgumentError(
                 f"rank: expected a killed node of 1..{self.spec.nodes - 1}, got {rank!r}"
             )
-        with _quiet_detection():
+        with _quiet_ray():
             self._nodes[rank] = self.ray_cluster.add_node(**self.node_args(rank))
-        self.ray_cluster.wait_for_nodes(timeout=self.spec.timeout_s)
+        wait_for_nodes(_live_count(self.ray_cluster), len(self._nodes), self.spec.timeout_s)
         if self._view is not None:
             self._view.shutdown()
             self._view = None
@@ -466,7 +473,9 @@ class SimulatedCluster:
         self.shutdown()
 
     def __repr__(self) -> str:
-        return f"SimulatedCluster({self.spec!r}, address={self.address!r})"
+        cluster = getattr(self, "ray_cluster", None)  # absent when the start failed
+        address = "not started" if cluster is None else repr(cluster.address)
+        return f"SimulatedCluster({self.spec.nodes} nodes, address={address})"
 
 
 class _DetectionNoise(logging.Filter):
@@ -477,13 +486,19 @@ class _DetectionNoise(logging.Filter):
 
 
 @contextlib.contextmanager
-def _quiet_detection() -> Iterator[None]:
-    """Silence Ray's accelerator detection while simulated nodes start in this process.
+def _quiet_ray() -> Iterator[None]:
+    """Silence Ray while simulated nodes start or stop in this process, and keep Ray's
+    "current cluster" file (``/tmp/ray/ray_current_cluster``) as it was.
 
     Ray asks each node's accelerator manager for the device type even when the node's
-    count is given; for Ascend it imports AscendCL and logs a traceback when that fails.
-    The simulated node carries the type as a label and resource instead.
+    count is given; for Ascend it imports AscendCL and logs a traceback when that fails
+    (the simulated node carries the type as a label and resource instead). A node that
+    is slow to register logs "Failed to get node info" in a busy loop (thousands of lines
+    on a loaded machine), and the head node logs that it overwrote the current-cluster
+    file, which a simulated cluster has no business rewriting: ``ray.init()`` elsewhere
+    on the machine reads it.
     """
+    import ray._private.utils as ray_utils
     from ray._private import accelerators
 
     names = {f"{accelerators.__name__}.{m}" for m in ("npu", "hpu", "amd_gpu", "intel_gpu")}
@@ -491,11 +506,64 @@ def _quiet_detection() -> Iterator[None]:
     noise = _DetectionNoise()
     for log in loggers:
         log.addFilter(noise)
+    chatty = [logging.getLogger(n) for n in ("ray._private.node", "ray.cluster_utils")]
+    levels = [log.level for log in chatty]
+    for log in chatty:
+        log.setLevel(logging.WARNING)
+    write_address = ray_utils.write_ray_address
+    ray_utils.write_ray_address = _keep_current_cluster
     try:
         yield
     finally:
+        ray_utils.write_ray_address = write_address
+        for log, level in zip(chatty, levels, strict=True):
+            log.setLevel(level)
         for log in loggers:
             log.removeFilter(noise)
+
+
+def _keep_current_cluster(ray_address: str, temp_dir: str | None = None) -> None:
+    """Stands in for Ray's ``write_ray_address`` while simulated nodes start."""
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+def _live_count(cluster: Any) -> Callable[[], int]:
+    """How many nodes of ``cluster`` (a ``ray.cluster_utils.Cluster``) Ray lists alive."""
+    return lambda: len(cluster.global_state._live_node_ids())
+
+
+def wait_for_nodes(
+    live: Callable[[], int], count: int, timeout_s: float, *, poll_s: float = 0.2
+) -> None:
+    """Wait until ``live()`` counts ``count`` nodes; the wait adapts to a loaded machine.
+
+    The deadline is ``timeout_s`` after the last progress (one more node alive), and at
+    most ``4 * timeout_s`` in all: nodes that keep coming up are waited for, a cluster
+    that is stuck is not.
+
+    Raises:
+        TimeoutError: fewer than ``count`` nodes alive (says how many).
+    """
+    start = last = time.monotonic()
+    seen = -1
+    while True:
+        alive = live()
+        if alive >= count:
+            return
+        now = time.monotonic()
+        if alive > seen:
+            seen, last = alive, now
+        if now - last > timeout_s or now - start > 4 * timeout_s:
+            raise TimeoutError(
+                f"{alive} of {count} nodes alive after {now - start:.0f}s (no progress for "
+                f"{now - last:.0f}s)"
+            )
+        time.sleep(poll_s)
 
 
 def _available() -> dict[str, dict[str, float]]:

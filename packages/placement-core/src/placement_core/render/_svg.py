@@ -220,7 +220,8 @@ class PlanPicture:
                 out.append(
                     f'<g class="fold tip" data-first="{item.first}" data-last="{item.last}">'
                     f'<text class="m" x="{PAD}" y="{_n(y + 12)}">⋮ {xml_escape(item.text)}</text>'
-                    f"<title>nodes {item.first}-{item.last} look like the rows above and below "
+                    f"<title>{item.which} {'looks' if item.first == item.last else 'look'} "
+                    "like the rows above and below "
                     "(the same components on the same devices); their ranks continue in order"
                     "</title></g>"
                 )
