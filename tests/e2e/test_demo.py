@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -148,3 +149,31 @@ def test_demo_agrees_with_the_plan_and_stays_on_loopback() -> None:
     assert ("0.0.0.0", bystander_port) not in seen
     exposed = {(a, p) for a, p in seen if not _loopback(a)}
     assert not exposed, f"listening beyond loopback: {sorted(exposed)}"
+
+
+def test_ctrl_c_ends_the_demo_with_one_line_and_its_cluster_shut_down() -> None:
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "PYTHONUNBUFFERED": "1"}
+    env.pop("RAY_ADDRESS", None)
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "placement_ray.demo"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert demo.stdout is not None
+    try:
+        for line in demo.stdout:  # interrupt once the cluster is up and in use
+            if line.startswith("== discovery"):
+                break
+        demo.send_signal(signal.SIGINT)
+        _, stderr = demo.communicate(timeout=240)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.communicate()
+    assert demo.returncode == 130, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1] == (
+        "interrupted: the demo's simulated cluster was shut down"
+    )

@@ -322,6 +322,9 @@ def launch_manifest(job: Launch) -> dict[str, Any]:
         "lost_nodes": list(job.plan.lost_nodes),
         "spares": list(job.plan.config.spare_nodes),
         "placement_groups": {str(r): g.pg.id.hex() for r, g in job.placement_groups.items()},
-        "moves": [line for report in job.recoveries for line in report.lines()],
+        "moves": [line for report in job.recoveries for line in report.move_lines()],
+        "recovery_notes": [
+            line for report in job.recoveries for line in report.lines()[len(report.move_lines()) :]
+        ],
         "components": components,
     }

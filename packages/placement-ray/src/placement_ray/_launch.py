@@ -590,7 +590,10 @@ class Launch:
 
         Returns:
             ``{"name", "job", "namespace", "cluster_id", "lost_nodes", "spares",
-            "placement_groups", "moves", "components"}``; ``components`` maps each
+            "placement_groups", "moves", "recovery_notes", "components"}``; ``moves``
+            holds one ``actor 8-15: node 1 -> node 3`` line per moved component and
+            nothing else, ``recovery_notes`` the rest of the recoveries' reports
+            (re-created engines, re-announced master addresses); ``components`` maps each
             component to one entry per rank, in rank order: ``rank``, ``node_rank``,
             ``node_id``, ``gpu_ids`` (physical), ``gpu_uuids`` (None where unknown),
             ``ports`` (block -> ports it held), ``actor_name`` (None when anonymous),

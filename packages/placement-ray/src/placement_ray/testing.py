@@ -295,7 +295,7 @@ class SimulatedCluster:
         cluster = RayCluster()
         rank = 0
         try:
-            with _quiet_ray():
+            with _quiet_ray(), _patient_node_start(self.spec.timeout_s):
                 self._nodes = {0: cluster.add_node(**self.node_args(0), include_dashboard=False)}
                 for rank in range(1, self.spec.nodes):
                     self._nodes[rank] = cluster.add_node(**self.node_args(rank))
@@ -438,7 +438,7 @@ class SimulatedCluster:
             raise ArgumentError(
                 f"rank: expected a killed node of 1..{self.spec.nodes - 1}, got {rank!r}"
             )
-        with _quiet_ray():
+        with _quiet_ray(), _patient_node_start(self.spec.timeout_s):
             self._nodes[rank] = self.ray_cluster.add_node(**self.node_args(rank))
         wait_for_nodes(_live_count(self.ray_cluster), len(self._nodes), self.spec.timeout_s)
         if self._view is not None:
@@ -520,6 +520,35 @@ def _quiet_ray() -> Iterator[None]:
             log.setLevel(level)
         for log in loggers:
             log.removeFilter(noise)
+
+
+@contextlib.contextmanager
+def _patient_node_start(timeout_s: float) -> Iterator[None]:
+    """Let a starting node take up to ``timeout_s`` to register, not Ray's fixed 30 s.
+
+    Ray's node start polls the GCS for the new node and gives up after 30 s, a limit no
+    setting changes; a machine loaded far beyond its cores (a shared CI runner) takes
+    longer. The lookup it polls is made to wait itself, up to ``timeout_s``.
+    """
+    from ray._private import services
+
+    lookup: Callable[[str, str], Any] = services.get_node
+
+    def patient(gcs_address: str, node_id: str) -> Any:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return lookup(gcs_address, node_id)
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    services.get_node = patient
+    try:
+        yield
+    finally:
+        services.get_node = lookup
 
 
 def _keep_current_cluster(ray_address: str, temp_dir: str | None = None) -> None:

@@ -17,4 +17,9 @@ if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") != "0":
 
 from .run import main
 
-sys.exit(main())
+try:
+    sys.exit(main())
+except KeyboardInterrupt:
+    # Ctrl-C: the demo's own cleanup has run (run.main's finally); one line, no traceback.
+    print("\ninterrupted: the demo's simulated cluster was shut down", file=sys.stderr)
+    sys.exit(130)
