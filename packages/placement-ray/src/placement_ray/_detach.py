@@ -22,6 +22,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ._allocate import Worker, worker_shares
 from ._cluster import Cluster
+from ._notice import warn
 from ._rayapi import head_node_id
 from ._standby import Standbys
 from ._worker_group import WorkerGroup
@@ -212,10 +213,12 @@ def _groups(state: dict[str, Any], cluster: Cluster) -> dict[str, WorkerGroup]:
             master_port=saved["master_port"],
         )
     if missing:
-        logger.warning(
-            "attach: %d worker(s) are gone (their node was lost?): %s; call recover()",
-            len(missing),
-            "; ".join(missing[:8]),
+        warn(
+            logger,
+            f"attach: {len(missing)} worker(s) are gone (their node was lost?): "
+            + "; ".join(missing[:8])
+            + (f"; ... and {len(missing) - 8} more" if len(missing) > 8 else "")
+            + "; call recover()",
         )
     return groups
 

@@ -56,6 +56,7 @@ from ._cluster import Cluster
 from ._colocation import SHARE_QUANTUM, GpuShare, check_shares, default_share, validate_share
 from ._detach import forget_launch, launch_manifest, refuse_taken, save_launch
 from ._failure import HealthReport, check_health
+from ._notice import warn
 from ._placement_groups import OrderedPlacementGroup, remove_groups, reserve_nodes
 from ._recover import RecoveryReport, recover, reserve_spares
 from ._request import (
@@ -581,7 +582,7 @@ class Launch:
 
     def _recovered(self, report: RecoveryReport) -> None:
         self.recoveries.append(report)
-        logger.warning("node loss: %s", report.describe())
+        warn(logger, f"node loss: {report.describe()}")
         if self.detached and self.name is not None:
             save_launch(self)
 

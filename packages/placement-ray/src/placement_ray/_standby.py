@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from placement_core import CPU_AFFINITY_ENV, HARDWARE_CONFIG_ENV, RANK_ENV_VARS
 
 from ._allocate import Worker, adopt, allocate, release, wait_started
+from ._notice import warn
 from ._placement_groups import OrderedPlacementGroup, held_slots
 from ._request import Seat, WorkerRequest, seat_for
 from ._worker import DIST_INIT_ADDR_ENV
@@ -222,7 +223,7 @@ def warm_standbys(
         wait_started([w for _, w in made], timeout_s=timeout_s)
     except PlacementRayError as exc:
         release([w for _, w in made], cluster.shares)
-        logger.warning("warm spares: the standbys could not start, none kept: %s", exc)
+        warn(logger, f"warm spares: the standbys could not start, none kept: {exc}")
         return standbys
     for key, worker in made:
         standbys.idle.setdefault(key, []).append(worker)
