@@ -117,3 +117,20 @@ def test_the_plugin_reports_a_shape_that_did_not_come_up_once(tmp_path: Path) ->
     assert "4 skipped, 2 errors" in out, out[-3000:]
     assert "did not come up earlier" in out
     assert len(out.splitlines()) < 200
+
+
+def test_starting_nodes_keeps_rays_current_cluster_file_and_info_lines_quiet(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    import ray._private.utils as ray_utils
+
+    caplog.set_level(logging.INFO)
+    with kit._quiet_ray():
+        ray_utils.write_ray_address("127.0.0.1:6379", str(tmp_path))
+        logging.getLogger("ray._private.node").info("Failed to get node info")
+    assert list(tmp_path.iterdir()) == []
+    assert "Failed to get node info" not in caplog.text
+    ray_utils.write_ray_address("127.0.0.1:6379", str(tmp_path))  # restored after
+    assert list(tmp_path.iterdir()) != []

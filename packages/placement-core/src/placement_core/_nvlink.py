@@ -80,7 +80,9 @@ def order_by_nvlink_domain(inventory: Inventory) -> Inventory:
 _FIELDS = tuple(f.name for f in dataclasses.fields(Node))
 
 
-def domain_packed_rule(rule: Rule, space: ResourceSpace, group: int, inventory: Inventory) -> Rule:
+def domain_packed_rule(
+    rule: Rule, space: ResourceSpace, group: int | str, inventory: Inventory
+) -> Rule:
     """Rule ``all`` with ``nvlink_group: group``, placed domain by domain.
 
     Each stretch of the space whose resources lie in one domain gives as many whole
@@ -89,13 +91,25 @@ def domain_packed_rule(rule: Rule, space: ResourceSpace, group: int, inventory: 
     it is.
 
     Raises:
-        PlacementRuleError: No stretch holds one whole group.
+        PlacementRuleError: No stretch holds one whole group (for ``group`` ``"all"``:
+            the space spans more than one domain).
     """
     if len(rule.segments) != 1 or rule.segments[0].resources is not None:
         return rule
     if rule.segments[0].processes is not None:
         return rule
     stretches = _stretches(space, inventory)
+    if not isinstance(group, int):  # "all": one group of every resource, one domain
+        if len(stretches) <= 1:
+            return rule
+        largest = max(size for _, size in stretches)
+        raise PlacementRuleError(
+            f"placement all with nvlink_group: all needs every resource of "
+            f"{space.describe()} in one NVLink domain, but they lie in {len(stretches)} "
+            f"domains and the largest holds {largest}: lower nvlink_group to at most "
+            f"{largest}, or place the component on one domain's nodes",
+            path=rule.path,
+        )
     segments = []
     for start, size in stretches:
         used = size // group * group

@@ -428,7 +428,7 @@ def _prepare_rule(
         except (PlacementRuleError, InventoryError) as error:
             raise error.with_path(f"{base}.node_group") from None
         spaces[rule.node_groups] = space
-    if isinstance(rule.nvlink_group, int) and rule.nvlink_group > 1:
+    if rule.nvlink_group == "all" or (isinstance(rule.nvlink_group, int) and rule.nvlink_group > 1):
         parsed = domain_packed_rule(parsed, space, rule.nvlink_group, inventory)
     return parsed, space
 

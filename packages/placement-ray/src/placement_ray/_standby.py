@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from placement_core import CPU_AFFINITY_ENV, HARDWARE_CONFIG_ENV, RANK_ENV_VARS
+from placement_core import CPU_AFFINITY_ENV, HARDWARE_CONFIG_ENV, RANK_ENV_VARS, format_rank_list
 
 from ._allocate import Worker, adopt, allocate, release, wait_started
 from ._notice import warn
@@ -87,6 +87,11 @@ class Standbys:
 
     def __len__(self) -> int:
         return sum(len(workers) for workers in self.idle.values())
+
+    def __repr__(self) -> str:
+        # Short: the workers' handles and requests would make it kilobytes.
+        nodes = sorted({w.node_rank for w in self.workers()})
+        return f"Standbys({len(self)} idle on nodes {format_rank_list(nodes) or '-'})"
 
     def workers(self) -> list[Worker]:
         """Every idle standby."""
