@@ -50,6 +50,7 @@ from ._sources import attach_hardware, explains_shortfalls, inventory_for
 from ._spaces import ResourceSpace, SpaceKind, build_space
 from ._spares import Move, Spares, refuse_spares, spare_cover
 from ._topology_plan import TopologySolver
+from ._vendors import mixed_vendor_warnings
 
 __all__ = ["NodeOccupancy", "Occupancy", "Occupant", "Plan", "plan"]
 
@@ -408,6 +409,7 @@ def plan(
         resolved.append((rule, space, entries))
     warnings += _sharing_warnings(resolved, colocate)
     warnings += [busy.describe() for busy in busy_accelerators(inventory, components)]
+    warnings += mixed_vendor_warnings(components)
     return Plan(config, inventory, MappingProxyType(components), tuple(warnings))
 
 

@@ -274,6 +274,9 @@ class _ReadNode:
     node: Node
     shortfalls: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    #: The accelerator type the snapshot lists (those with an error included), or None.
+    listed: str | None = None
+    name: str = ""
 
 
 def _nvml_failure(snapshot: _Snapshot, rank: int, name: str, accept_partial: bool) -> list[str]:
@@ -403,7 +406,13 @@ def _node(snapshot: _Snapshot, rank: int, name: str, *, accept_partial: bool) ->
         ),
         nvlink_domain=domain,
     )
-    return _ReadNode(node, tuple(shortfalls), () if warning is None else (warning,))
+    return _ReadNode(
+        node,
+        tuple(shortfalls),
+        () if warning is None else (warning,),
+        next(iter(types), None),
+        name,
+    )
 
 
 def _cpu_list(text: str | None, name: str, field: str) -> str | None:
@@ -487,7 +496,10 @@ def _snapshot_nodes(
                 name, "node_rank", f"node {rank} already comes from snapshot {owner[rank]}"
             )
         owner[rank] = name
-        nodes[rank] = _node(snapshot, rank, name, accept_partial=accept_partial or rank in non_nvml)
+        # A node the config declares non-NVIDIA may fail NVML; one whose snapshot does
+        # list devices is read as strictly as any other.
+        lenient = rank in non_nvml and not snapshot.accelerators
+        nodes[rank] = _node(snapshot, rank, name, accept_partial=accept_partial or lenient)
     _check_distinct_machines(nodes, owner)
     return nodes
 
@@ -667,8 +679,15 @@ def inventory_for(
     fallback = tuple(Accelerator(index=i) for i in range(per_node or 0))
     domains = _config_domains(config)
     nodes = []
-    # An NVML failure on a node the config declares non-NVIDIA is no shortfall.
-    shortfalls = [s for rank, r in read.items() if rank not in non_nvml for s in r.shortfalls]
+    # An NVML failure on a node the config declares non-NVIDIA is no shortfall, unless the
+    # snapshot does list devices: then it describes the node, and what it lost counts.
+    conflicts = _vendor_conflicts(read, from_config)
+    shortfalls = [
+        s
+        for rank, r in read.items()
+        if rank not in non_nvml or r.listed is not None
+        for s in r.shortfalls
+    ]
     for rank in range(config.num_nodes):
         node = read[rank].node if rank in read else None
         domain = domains.get(rank)
@@ -680,7 +699,7 @@ def inventory_for(
                 nvlink_domain=domain,
             )
         else:
-            if not node.accelerators and rank in non_nvml:
+            if not node.accelerators and rank in non_nvml and read[rank].listed is None:
                 node = dataclasses.replace(node, accelerators=from_config[rank], links=())
             if node.nvlink_domain is None and domain is not None:
                 node = dataclasses.replace(node, nvlink_domain=domain)
@@ -690,9 +709,28 @@ def inventory_for(
         shortfalls += _undescribed(config.num_nodes, read, from_config)
     return Inventory(
         tuple(nodes),
-        warnings=tuple(w for r in read.values() for w in r.warnings),
+        warnings=(*conflicts, *(w for r in read.values() for w in r.warnings)),
         shortfalls=tuple(shortfalls),
     )
+
+
+def _vendor_conflicts(
+    read: Mapping[int, _ReadNode], from_config: Mapping[int, tuple[Accelerator, ...]]
+) -> list[str]:
+    """A warning per node whose snapshot lists accelerators of another type than the
+    config's ``inventory:`` entry declares (the snapshot wins)."""
+    found = []
+    for rank, declared in sorted(from_config.items()):
+        listed = read[rank].listed if rank in read else None
+        if not declared or listed is None or listed == declared[0].type:
+            continue
+        found.append(
+            f"node {rank}: the config's inventory: section declares {declared[0].type} "
+            f"accelerators, its snapshot ({read[rank].name}) lists {listed}: planned with "
+            f"the snapshot's {listed} (is the snapshot of another machine, or the "
+            "inventory: entry out of date?)"
+        )
+    return found
 
 
 def _fewer_than_declared(
