@@ -444,3 +444,49 @@ def test_a_megabyte_device_error_is_shortened_in_the_shortfall() -> None:
     assert inventory.shortfalls
     assert all(len(text) < 1000 for text in inventory.shortfalls)
     assert any("(1000000 characters)" in text for text in inventory.shortfalls)
+
+
+# ------------------------------------------------------------------- vendors that disagree
+
+
+def _ascend_config() -> Any:
+    inventory = [{"node_ranks": 0, "accelerators": {"type": "ascend", "count": 2}}]
+    return config(1, inventory=inventory)
+
+
+def test_a_snapshot_of_another_vendor_than_the_config_says_is_warned_about() -> None:
+    inventory = inventory_for(_ascend_config(), snapshots=[snapshot(2)])
+    assert inventory.nodes[0].accelerator_type == "nvidia"
+    (warning,) = [w for w in inventory.warnings if "declares ascend" in w]
+    assert "its snapshot (snapshot #0) lists nvidia: planned with the snapshot's" in warning
+
+
+def test_a_lost_gpu_of_such_a_snapshot_is_refused_unless_accepted() -> None:
+    document = snapshot(2)
+    document["accelerators"][1]["error"] = "GPU is lost"
+    with pytest.raises(InventoryError, match=r"accelerators\[1\]\.error"):
+        inventory_for(_ascend_config(), snapshots=[document])
+
+
+def test_accepting_a_lost_gpu_keeps_the_node_nvidia_and_says_so() -> None:
+    document = snapshot(1)
+    document["accelerators"][0]["error"] = "GPU is lost"
+    inventory = inventory_for(_ascend_config(), snapshots=[document], accept_partial=True)
+    assert inventory.nodes[0].accelerators == ()  # never the config's NPUs
+    assert any("accelerator 0 left out" in s for s in inventory.shortfalls)
+    assert any("declares ascend" in w for w in inventory.warnings)
+
+
+def test_an_empty_snapshot_of_a_node_the_config_declares_ascend_takes_the_config() -> None:
+    inventory = inventory_for(_ascend_config(), snapshots=[snapshot(0, nvml_error="no NVML")])
+    assert inventory.nodes[0].accelerator_type == "ascend"
+    assert inventory.warnings == ()
+
+
+def test_a_gpu_in_mig_mode_is_planned_whole_with_a_warning() -> None:
+    document = snapshot(2)
+    document["accelerators"][1]["mig"] = True
+    inventory = inventory_from_snapshots([document])
+    assert len(inventory.nodes[0].accelerators) == 2
+    (warning,) = [w for w in inventory.warnings if "MIG" in w]
+    assert "node 0: accelerator(s) 1 in MIG mode are planned as whole GPUs" in warning

@@ -50,7 +50,7 @@ from ._sources import attach_hardware, explains_shortfalls, inventory_for
 from ._spaces import ResourceSpace, SpaceKind, build_space
 from ._spares import Move, Spares, refuse_spares, spare_cover
 from ._topology_plan import TopologySolver
-from ._vendors import mixed_vendor_warnings
+from ._vendors import mixed_vendor_warnings, shared_whole_device_warnings
 
 __all__ = ["NodeOccupancy", "Occupancy", "Occupant", "Plan", "plan"]
 
@@ -410,6 +410,7 @@ def plan(
     warnings += _sharing_warnings(resolved, colocate)
     warnings += [busy.describe() for busy in busy_accelerators(inventory, components)]
     warnings += mixed_vendor_warnings(components)
+    warnings += shared_whole_device_warnings(components)
     return Plan(config, inventory, MappingProxyType(components), tuple(warnings))
 
 

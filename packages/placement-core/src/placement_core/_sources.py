@@ -406,10 +406,19 @@ def _node(snapshot: _Snapshot, rank: int, name: str, *, accept_partial: bool) ->
         ),
         nvlink_domain=domain,
     )
+    mig = [a.index for a in snapshot.accelerators if a.mig and a.error is None]
+    warnings: tuple[str, ...] = () if warning is None else (warning,)
+    if mig:
+        warnings += (
+            f"{name}: node {rank}: accelerator(s) {format_rank_list(mig)} in MIG mode are "
+            "planned as whole GPUs: placement does not plan MIG instances (a process given "
+            "such a GPU sees its instances only by their MIG UUIDs); disable MIG there, or "
+            "leave those GPUs out of the rules",
+        )
     return _ReadNode(
         node,
         tuple(shortfalls),
-        () if warning is None else (warning,),
+        warnings,
         next(iter(types), None),
         name,
     )
