@@ -490,3 +490,10 @@ def test_a_gpu_in_mig_mode_is_planned_whole_with_a_warning() -> None:
     assert len(inventory.nodes[0].accelerators) == 2
     (warning,) = [w for w in inventory.warnings if "MIG" in w]
     assert "node 0: accelerator(s) 1 in MIG mode are planned as whole GPUs" in warning
+
+
+def test_two_accelerators_of_one_snapshot_sharing_a_uuid_are_refused() -> None:
+    document = snapshot(2)
+    document["accelerators"][1]["uuid"] = document["accelerators"][0]["uuid"]
+    with pytest.raises(InventoryError, match="accelerators 0 and 1 both have uuid"):
+        inventory_from_snapshots([document])

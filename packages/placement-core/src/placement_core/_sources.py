@@ -522,6 +522,15 @@ def _check_distinct_machines(nodes: Mapping[int, _ReadNode], owner: Mapping[int,
             if not accelerator.uuid:
                 continue
             first = seen.setdefault(accelerator.uuid, (rank, accelerator.index))
+            if first == (rank, accelerator.index):
+                continue
+            if first[0] == rank:
+                raise _snapshot_error(
+                    owner[rank],
+                    f"accelerators[{accelerator.index}].uuid",
+                    f"node {rank}'s accelerators {first[1]} and {accelerator.index} both have "
+                    f"uuid {shown(accelerator.uuid)}: expected one UUID per device",
+                )
             if first[0] != rank:
                 raise _snapshot_error(
                     owner[rank],
