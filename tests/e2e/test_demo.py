@@ -126,7 +126,7 @@ def test_demo_agrees_with_the_plan_and_stays_on_loopback() -> None:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        stdout, stderr = demo.communicate(timeout=300)
+        stdout, stderr = demo.communicate(timeout=540)
     except subprocess.TimeoutExpired:
         demo.kill()
         stdout, stderr = demo.communicate()

@@ -8,6 +8,7 @@ loaded far beyond its cores) or the live-node count is scripted.
 from __future__ import annotations
 
 import itertools
+import os
 import subprocess
 import sys
 import time
@@ -134,3 +135,35 @@ def test_starting_nodes_keeps_rays_current_cluster_file_and_info_lines_quiet(
     assert "Failed to get node info" not in caplog.text
     ray_utils.write_ray_address("127.0.0.1:6379", str(tmp_path))  # restored after
     assert list(tmp_path.iterdir()) != []
+
+
+SITECUSTOMIZE = """
+import ray.cluster_utils
+
+def add_node(self, **_):
+    raise Exception("The current node timed out during startup.")
+
+ray.cluster_utils.Cluster.add_node = add_node
+"""
+
+
+def test_the_demo_says_its_cluster_did_not_come_up_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = {
+        **os.environ,
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        "PYTHONPATH": str(tmp_path),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "placement_ray.demo"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: the simulated cluster of 4 nodes did not come up: node 0")
