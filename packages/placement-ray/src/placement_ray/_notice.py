@@ -6,7 +6,7 @@ Some events must reach a user who configured nothing: a recovery after a node lo
 detached launch attached with workers gone, a wait for nodes that takes minutes. So:
 
 - :func:`warn` logs the message at WARNING and also issues it as a
-  :class:`~placement_ray.errors.PlacementRayWarning` (Python prints warnings to stderr by
+  :class:`PlacementRayWarning` (Python prints warnings to stderr by
   default; ``warnings.filterwarnings("ignore", category=PlacementRayWarning)`` silences
   them, ``"error"`` makes them raise).
 - :class:`Progress` logs each new progress line at INFO and, once a wait has lasted
@@ -27,7 +27,13 @@ import warnings
 
 from .errors import PlacementRayWarning
 
-__all__ = ["PROGRESS_AFTER_S", "PROGRESS_ENV", "PROGRESS_EVERY_S", "Progress", "warn"]
+__all__ = [
+    "PROGRESS_AFTER_S",
+    "PROGRESS_ENV",
+    "PROGRESS_EVERY_S",
+    "Progress",
+    "warn",
+]
 
 #: Seconds a wait lasts before its progress lines go to stderr too.
 PROGRESS_AFTER_S = 10.0

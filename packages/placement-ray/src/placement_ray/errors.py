@@ -48,8 +48,9 @@ Hierarchy::
     └── PortNotHeldError (LookupError)       inside a worker: a port block it does not hold
                                              (or handed over already)
 
-Warnings: ``PlacementRayWarning (UserWarning)``: what a user must see without configuring
-logging (a recovery after a node loss, an attach that found workers gone); also logged.
+Warnings are not errors: ``placement_ray.PlacementRayWarning`` (a ``UserWarning``) is what a
+user must see without configuring logging (a recovery after a node loss, an attach that
+found workers gone); it is defined here too, beside the errors.
 
 placement-native's own errors (``placement_native.NativeError``: NVML, ports, the
 testing kit's fake NVML) do not derive from ``PlacementError``: placement-native imports
