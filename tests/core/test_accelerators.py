@@ -128,6 +128,16 @@ def test_registering_a_taken_name_needs_replace(cambricon: str) -> None:
         ({"ray_resource": "two words"}, "expected a Ray resource name"),
         ({"env_var": "MLU-DEVICES"}, "env_var: expected an environment variable"),
         ({"noset_env_vars": ["X"]}, "noset_env_vars: expected a tuple"),
+        ({"env_var": "MASTER_ADDR"}, "env_var: set by the planner on every worker"),
+        ({"env_var": "RANK"}, "env_var: set by the planner on every worker"),
+        (
+            {"noset_env_vars": ("WORLD_SIZE",)},
+            "noset_env_vars: set by the planner on every worker.*'WORLD_SIZE'",
+        ),
+        (
+            {"noset_env_vars": ("MLU_VISIBLE_DEVICES",)},
+            "noset_env_vars: names env_var itself",
+        ),
     ],
 )
 def test_a_malformed_registration_names_the_field(fields: dict[str, object], message: str) -> None:
@@ -180,3 +190,30 @@ def test_a_snapshot_without_accelerators_leaves_them_to_the_inventory_entry() ->
     ).nodes
     assert (node.hostname, node.cpus, node.accelerator_type) == ("npu-0", 192, "ascend")
     assert len(node.accelerators) == 8
+
+
+@pytest.mark.parametrize(
+    ("written", "hint"),
+    [
+        ("Ascend", "did you mean 'ascend'? types are lower case"),
+        ("npu", "did you mean 'ascend'? 'npu' is the Ray resource, not the type"),
+        ("HPU", "did you mean 'gaudi'?"),
+        ("GPU", "did you mean 'amd' or 'intel' or 'nvidia'?"),
+        ("nvidai", "did you mean 'nvidia'?"),
+    ],
+)
+def test_a_type_written_as_its_resource_or_in_capitals_gets_a_did_you_mean(
+    written: str, hint: str
+) -> None:
+    inventory = [{"node_ranks": 0, "accelerators": {"type": written, "count": 1}}]
+    with pytest.raises(ConfigError) as caught:
+        load_config(
+            {
+                "cluster": {
+                    "num_nodes": 1,
+                    "component_placement": {"actor": 0},
+                    "inventory": inventory,
+                }
+            }
+        )
+    assert hint in str(caught.value)

@@ -166,3 +166,39 @@ def test_a_rule_on_a_spare_fails_at_its_line(
     status, _, err = run("plan", path)
     assert status == 1
     assert f"{path}:11: cluster.component_placement.rollout.placement: the rule places" in err
+
+
+def test_thousands_of_lost_nodes_without_spares_make_a_short_message(
+    run: Run, tmp_path: Path
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        'cluster:\n  num_nodes: 3000\n  spare_nodes: "2999"\n  component_placement: {a: 0-2998}\n'
+    )
+    status, _, err = run("plan", str(config), "--accelerators-per-node", "1", "--lose", "0-2998")
+    assert status == 1
+    assert "no compatible spare for lost nodes 1-2998" in err
+    assert "... and 2990 more" in err
+    assert len(err) < 2000
+
+
+def test_plan_lose_html_bands_the_whole_lost_and_spare_rows_and_says_so(
+    run: Run, config: str
+) -> None:
+    _, out, _ = run("plan", config, "--lose", "1", "--format", "html")
+    for role, rank in (("lost", 1), ("spare", 3)):
+        row = out.split(f'<g class="node {role}" data-node="{rank}"', 1)[1]
+        assert row.index('class="rowband"') < row.index('class="nodelabel'), role
+    plain = out.split('<g class="node" data-node="0"', 1)[1].split('<g class="node', 1)[0]
+    assert "rowband" not in plain
+    assert ".lost .rowband{fill:#b00020" in out
+    assert ">lost node</li>" in out
+    assert ">spare node</li>" in out
+
+
+def test_plan_lose_svg_legend_names_lost_and_spare_nodes(run: Run, config: str) -> None:
+    _, out, _ = run("plan", config, "--lose", "1", "--format", "svg")
+    root = ET.fromstring(out)
+    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "lost node" in texts
+    assert "spare node" in texts

@@ -139,6 +139,33 @@ def test_python_blocks_need_only_core(block: Block) -> None:
     )
 
 
+CODE_BLOCKS = [b for b in ALL_BLOCKS if b.lang in ("python", "pycon")]
+PRIVATE_IMPORT = re.compile(r"^\s*(?:>>> )?(?:from|import) placement_\w+\._\w+", re.M)
+USES = re.compile(r"\b(placement_native|placement_core|placement_ray)\.\w")
+
+
+@pytest.mark.parametrize("block", CODE_BLOCKS, ids=lambda b: b.where)
+def test_snippets_import_only_public_modules(block: Block) -> None:
+    """What users copy names public API only (run or not)."""
+    found = PRIVATE_IMPORT.search(block.body)
+    assert found is None, f"{block.where}: imports a private module: {found[0].strip()!r}"
+
+
+@pytest.mark.parametrize("block", CODE_BLOCKS, ids=lambda b: b.where)
+def test_snippets_import_the_packages_they_name(block: Block) -> None:
+    """A snippet that calls ``placement_native.snapshot()`` imports ``placement_native``
+    (run or not: a copied snippet must run)."""
+    code = "\n".join(
+        line.removeprefix(">>> ").removeprefix("... ").split("#")[0]
+        for line in block.body.splitlines()
+        if block.lang == "python" or line.startswith((">>> ", "... "))
+    )
+    used = USES.findall(re.sub(r"^\s*from \S+ import .*$", "", code, flags=re.M))
+    for package in sorted(set(used)):
+        imported = re.search(rf"^\s*import {package}\b", code, re.M)
+        assert imported, f"{block.where}: uses {package}. without 'import {package}'"
+
+
 PYTHON_PAGES = [p for p in PAGES if any(b.lang in ("python", "pycon") for b in blocks(p))]
 
 

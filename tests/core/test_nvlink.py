@@ -198,6 +198,20 @@ def test_all_with_a_group_no_domain_can_hold_is_an_error_naming_the_largest() ->
     assert "the largest domain of node group 'cluster' (20 accelerators) holds 12" in error.reason
 
 
+def test_all_with_nvlink_group_all_over_two_domains_is_the_documented_error() -> None:
+    # docs/concepts/nvlink-domains.md: with placement all, a group larger than every
+    # domain is an error naming the largest domain.
+    error = rule_error({"placement": "all", "nvlink_group": "all"}, racks("aaabb"))
+    assert error.path == "cluster.component_placement.actor.placement"
+    assert "placement all with nvlink_group: all" in error.reason
+    assert "lie in 2 domains and the largest holds 12" in error.reason
+
+
+def test_all_with_nvlink_group_all_in_one_domain_is_planned() -> None:
+    result = plan(config({"placement": "all", "nvlink_group": "all"}, 3), racks("aaa"))
+    assert len(result.components["actor"]) == 12
+
+
 def test_all_without_domains_to_split_is_planned_as_written() -> None:
     result = plan(config({"placement": "all", "nvlink_group": 8}, 4), racks("aaaa"))
     assert len(result.components["actor"]) == 16

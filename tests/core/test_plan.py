@@ -340,3 +340,44 @@ def test_a_large_plan_leaves_no_tracked_object_per_process() -> None:
     processes = sum(len(p) for p in result.components.values())
     assert processes == 108_000
     assert len(gc.get_objects()) - before < processes // 10  # a few per node, none per process
+
+
+def test_a_component_over_nvidia_and_ascend_nodes_is_warned_about() -> None:
+    inventory = Inventory(
+        (
+            Node(0, "n0", accelerators=tuple(Accelerator(index=i) for i in range(2))),
+            Node(
+                1, "n1", accelerators=tuple(Accelerator(index=i, type="ascend") for i in range(2))
+            ),
+        )
+    )
+    config = {"cluster": {"num_nodes": 2, "component_placement": {"a": "all", "b": "0-1"}}}
+    result = plan(config, inventory)
+    (warning,) = [w for w in result.warnings if "vendors" in w]
+    assert warning.startswith("'a' runs on accelerators of 2 vendors (ascend on node(s) 1; ")
+    assert "nvidia on node(s) 0" in warning
+
+
+def test_gaudi_hpus_shared_by_processes_are_warned_about_as_launch_refuses_them() -> None:
+    config = {
+        "cluster": {
+            "num_nodes": 1,
+            "inventory": [{"node_ranks": 0, "accelerators": {"type": "gaudi", "count": 8}}],
+            "component_placement": {"actor": "all", "rollout": "0-7:0-15"},
+        }
+    }
+    warnings = [w for w in plan(config).warnings if "Gaudi" in w]
+    assert len(warnings) == 2
+    assert warnings[0].startswith("'actor' shares 8 Gaudi HPU(s) with other processes")
+    assert "launch refuses this plan" in warnings[0]
+
+
+def test_gaudi_hpus_one_process_each_plan_without_a_warning() -> None:
+    config = {
+        "cluster": {
+            "num_nodes": 1,
+            "inventory": [{"node_ranks": 0, "accelerators": {"type": "gaudi", "count": 8}}],
+            "component_placement": {"actor": "0-3", "rollout": "4-7"},
+        }
+    }
+    assert not [w for w in plan(config).warnings if "Gaudi" in w]

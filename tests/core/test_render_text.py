@@ -59,6 +59,13 @@ def test_map_folds_identical_consecutive_nodes() -> None:
     assert first_column == ["0", "⋮", "99"]
 
 
+def test_a_fold_of_one_node_names_it_in_the_singular() -> None:
+    result = plan(config(3, {"actor": "all"}), Inventory.uniform(3, 2))
+    text = render_map(result)
+    assert "node 1: same layout, ranks continue" in text
+    assert "nodes 1-1" not in text
+
+
 def test_map_caps_long_maps() -> None:
     # Every node differs (one more free accelerator each), so nothing folds.
     nodes = tuple(

@@ -190,6 +190,7 @@ def test_a_moved_process_gets_the_spares_cpus() -> None:
     spare = copy.deepcopy(document)
     for accelerator in spare["accelerators"]:
         accelerator["cpu_affinity"] = "100-101"
+        accelerator["uuid"] += "-spare"  # another machine
     inventory = inventory_from_snapshots([document, spare])
     before = plan(
         {"cluster": {"num_nodes": 2, "spare_nodes": "1", "component_placement": {"a": "0-1"}}},
@@ -220,3 +221,11 @@ def test_a_robot_controller_moves_to_the_spares_robot() -> None:
     after = replan(before, 0).plan
     assert after.components["ctl"][0].hardware_ranks == before.components["ctl"][0].hardware_ranks
     assert after.hardware_configs("ctl", 0)[0]["robot_ip"] == "10.0.0.2"
+
+
+@pytest.mark.parametrize("lost", [b"1", bytearray(b"1"), {1: "x"}])
+def test_bytes_or_a_mapping_as_lost_nodes_is_a_type_error_not_node_49(lost: Any) -> None:
+    with pytest.raises(PlacementRuleError, match="expected node ranks") as caught:
+        replan(planned(), lost)
+    assert "is not a node" not in str(caught.value)
+    assert caught.value.path == "lost"

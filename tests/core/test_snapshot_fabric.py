@@ -206,7 +206,9 @@ def test_a_snapshot_with_a_key_given_twice_is_refused(tmp_path: Path) -> None:
 
 def test_a_key_given_twice_deep_inside_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "node.json"
-    path.write_text(json.dumps(snapshot(1)).replace('"uuid": "GPU-0"', '"uuid": "a", "uuid": "b"'))
+    document = snapshot(1)
+    document["accelerators"][0]["uuid"] = "GPU-0"
+    path.write_text(json.dumps(document).replace('"uuid": "GPU-0"', '"uuid": "a", "uuid": "b"'))
     with pytest.raises(InventoryError, match="key 'uuid' appears twice") as caught:
         node_from_snapshot(path, rank=0)
     assert str(path) in str(caught.value)

@@ -6,6 +6,7 @@ docs/concepts/node-snapshot.md.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from pathlib import Path
@@ -24,9 +25,13 @@ from placement_core._sources import (
     node_from_snapshot,
 )
 
+_MACHINES = itertools.count()
+
 
 def snapshot(count: int = 2, **rest: Any) -> dict[str, Any]:
-    """A node snapshot (docs/concepts/node-snapshot.md) with ``count`` H100s."""
+    """A node snapshot (docs/concepts/node-snapshot.md) with ``count`` H100s of a machine
+    of its own (UUIDs ``GPU-<machine>-<index>``)."""
+    machine = next(_MACHINES)
     document: dict[str, Any] = {
         "schema": 1,
         "hostname": "gpu-a",
@@ -37,7 +42,7 @@ def snapshot(count: int = 2, **rest: Any) -> dict[str, Any]:
                 "index": i,
                 "type": "nvidia",
                 "model": "NVIDIA H100 80GB HBM3",
-                "uuid": f"GPU-{i}",
+                "uuid": f"GPU-{machine}-{i}",
                 "pci_bus_id": f"00000000:{18 + i:02X}:00.0",
                 "memory_bytes": 85520809984,
                 "numa_node": 0,
@@ -76,7 +81,8 @@ def test_snapshot_becomes_a_node() -> None:
         128,
     )
     first = node.accelerators[0]
-    assert first.uuid == "GPU-0"
+    assert first.uuid is not None
+    assert first.uuid.endswith("-0")
     assert first.pci_bus_id == "00000000:12:00.0"
     assert first.memory_bytes == 85520809984
     assert first.numa_node == 0
@@ -406,3 +412,109 @@ def test_snapshot_as_placement_native_writes_it() -> None:
     assert {a.model for a in node.accelerators} == {"NVIDIA H100 80GB HBM3"}
     assert all(a.uuid and a.uuid.startswith("GPU-") for a in node.accelerators)
     assert node.accelerators[0].pci_bus_id == "00000000:18:00.0"
+
+
+# ------------------------------------------------------------ one machine, bounded names
+
+
+def test_the_same_snapshot_given_twice_is_refused_as_one_machine(tmp_path: Path) -> None:
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(snapshot(2)))
+    with pytest.raises(InventoryError, match=r"also node 0's accelerator 0.*given twice"):
+        inventory_from_snapshots([path, path])
+
+
+def test_two_snapshots_sharing_a_gpu_uuid_are_refused_even_with_node_ranks() -> None:
+    first = snapshot(2, node_rank=0)
+    second = snapshot(2, node_rank=1)
+    second["accelerators"][1]["uuid"] = first["accelerators"][0]["uuid"]
+    with pytest.raises(InventoryError, match=r"accelerators\[1\]\.uuid: node 1's") as caught:
+        inventory_from_snapshots([first, second])
+    assert caught.value.path == "snapshot #1: accelerators[1].uuid"
+
+
+def test_snapshots_of_distinct_machines_are_planned_as_distinct_nodes() -> None:
+    assert accel_counts(inventory_from_snapshots([snapshot(2), snapshot(2)])) == [2, 2]
+
+
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [
+        ("uuid", "accelerators[0].uuid"),
+        ("model", "accelerators[0].model"),
+        ("pci_bus_id", "accelerators[0].pci_bus_id"),
+        ("hostname", "hostname"),
+    ],
+)
+def test_a_megabyte_name_is_refused_and_quoted_short(where: str, field: str) -> None:
+    document = snapshot(1)
+    if where == "hostname":
+        document["hostname"] = "h" * 1_000_000
+    else:
+        document["accelerators"][0][where] = "x" * 1_000_000
+    with pytest.raises(InventoryError, match="at most 256 characters") as caught:
+        node_from_snapshot(document, rank=0)
+    assert field in str(caught.value)
+    assert len(str(caught.value)) < 1000
+
+
+def test_a_megabyte_device_error_is_shortened_in_the_shortfall() -> None:
+    document = snapshot(2, nvml_error="N" * 1_000_000)
+    document["accelerators"][0]["error"] = "E" * 1_000_000
+    inventory = inventory_from_snapshots([document], accept_partial=True)
+    assert inventory.shortfalls
+    assert all(len(text) < 1000 for text in inventory.shortfalls)
+    assert any("(1000000 characters)" in text for text in inventory.shortfalls)
+
+
+# ------------------------------------------------------------------- vendors that disagree
+
+
+def _ascend_config() -> Any:
+    inventory = [{"node_ranks": 0, "accelerators": {"type": "ascend", "count": 2}}]
+    return config(1, inventory=inventory)
+
+
+def test_a_snapshot_of_another_vendor_than_the_config_says_is_warned_about() -> None:
+    inventory = inventory_for(_ascend_config(), snapshots=[snapshot(2)])
+    assert inventory.nodes[0].accelerator_type == "nvidia"
+    (warning,) = [w for w in inventory.warnings if "declares ascend" in w]
+    assert "its snapshot (snapshot #0) lists nvidia: planned with the snapshot's" in warning
+
+
+def test_a_lost_gpu_of_such_a_snapshot_is_refused_unless_accepted() -> None:
+    document = snapshot(2)
+    document["accelerators"][1]["error"] = "GPU is lost"
+    with pytest.raises(InventoryError, match=r"accelerators\[1\]\.error"):
+        inventory_for(_ascend_config(), snapshots=[document])
+
+
+def test_accepting_a_lost_gpu_keeps_the_node_nvidia_and_says_so() -> None:
+    document = snapshot(1)
+    document["accelerators"][0]["error"] = "GPU is lost"
+    inventory = inventory_for(_ascend_config(), snapshots=[document], accept_partial=True)
+    assert inventory.nodes[0].accelerators == ()  # never the config's NPUs
+    assert any("accelerator 0 left out" in s for s in inventory.shortfalls)
+    assert any("declares ascend" in w for w in inventory.warnings)
+
+
+def test_an_empty_snapshot_of_a_node_the_config_declares_ascend_takes_the_config() -> None:
+    inventory = inventory_for(_ascend_config(), snapshots=[snapshot(0, nvml_error="no NVML")])
+    assert inventory.nodes[0].accelerator_type == "ascend"
+    assert inventory.warnings == ()
+
+
+def test_a_gpu_in_mig_mode_is_planned_whole_with_a_warning() -> None:
+    document = snapshot(2)
+    document["accelerators"][1]["mig"] = True
+    inventory = inventory_from_snapshots([document])
+    assert len(inventory.nodes[0].accelerators) == 2
+    (warning,) = [w for w in inventory.warnings if "MIG" in w]
+    assert "node 0: accelerator(s) 1 in MIG mode are planned as whole GPUs" in warning
+
+
+def test_two_accelerators_of_one_snapshot_sharing_a_uuid_are_refused() -> None:
+    document = snapshot(2)
+    document["accelerators"][1]["uuid"] = document["accelerators"][0]["uuid"]
+    with pytest.raises(InventoryError, match="accelerators 0 and 1 both have uuid"):
+        inventory_from_snapshots([document])

@@ -27,8 +27,13 @@ DGX = HERE / "golden" / "snapshot_dgx_h100.json"  # NVSwitch: NV18 everywhere
 
 
 def snapshots(path: Path, nodes: int) -> list[dict[str, Any]]:
+    """``nodes`` machines like the one of ``path`` (each with GPU UUIDs of its own)."""
     document = json.loads(path.read_text())
-    return [copy.deepcopy(document) for _ in range(nodes)]
+    copies = [copy.deepcopy(document) for _ in range(nodes)]
+    for machine, copied in enumerate(copies):
+        for accelerator in copied["accelerators"]:
+            accelerator["uuid"] = f"{accelerator['uuid']}-{machine}"
+    return copies
 
 
 def inventory(path: Path, nodes: int = 1) -> Inventory:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import placement_ray.demo
 from placement_core import plan
 from placement_core._inventory import Inventory
 from placement_ray.demo.run import GPUS_PER_NODE, NUM_NODES, Checks, _examples_dir, shown_path
@@ -14,8 +16,29 @@ from placement_ray.demo.run import GPUS_PER_NODE, NUM_NODES, Checks, _examples_d
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def test_demo_finds_the_repository_examples() -> None:
-    assert _examples_dir() == EXAMPLES
+@pytest.mark.parametrize("name", ["demo_colocated_strided.yaml", "demo_heterogeneous.yaml"])
+def test_the_demo_ships_its_configs_equal_to_the_repository_examples(name: str) -> None:
+    # Inside the package, so ``python -m placement_ray.demo`` runs from any directory.
+    packaged = _examples_dir() / name
+    assert packaged.is_relative_to(Path(placement_ray.demo.__file__).parent)
+    assert packaged.read_text() == (EXAMPLES / name).read_text()
+
+
+def test_the_demo_finds_its_configs_from_any_directory(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from placement_ray.demo.run import _examples_dir, "
+            "_missing_examples; raise SystemExit(_missing_examples(_examples_dir()))",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_colocated_strided_demo_puts_rollout_across_trainer_shards() -> None:

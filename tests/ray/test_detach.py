@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
+import ray
 
-from placement_ray import Cluster, LaunchNotFoundError, attach, launch
+from placement_ray import Cluster, LaunchNotFoundError, PlacementRayWarning, attach, launch
 from placement_ray.demo.workers import DemoWorker
-from placement_ray.errors import ArgumentError
+from placement_ray.errors import ArgumentError, NodeLostError, WorkerCallError
 
 from .conftest import run_python
 
@@ -82,3 +84,38 @@ def test_bad_names_are_refused(
 ) -> None:
     with pytest.raises(ArgumentError, match=field):
         launch(CONFIG, {"actor": DemoWorker}, placement_cluster, **options)  # type: ignore[arg-type]
+
+
+def test_attach_with_a_worker_gone_warns_and_the_first_call_names_the_loss(
+    placement_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code = DRIVER.format(
+        address=placement_cluster.address, namespace=placement_cluster.namespace, config=CONFIG
+    )
+    run_python(code, {}, timeout_s=300)
+    ray.kill(ray.get_actor("keep/actor/3", namespace=placement_cluster.namespace))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # Ray frees the dead actor's name shortly after
+        try:
+            ray.get_actor("keep/actor/3", namespace=placement_cluster.namespace)
+        except ValueError:
+            break
+        time.sleep(0.2)
+    with pytest.warns(PlacementRayWarning, match=r"attach: 1 worker\(s\) are gone.*recover\(\)"):
+        job = attach("keep", placement_cluster)
+    try:
+        group = job["actor"]
+        with pytest.raises(WorkerCallError, match=r"rank\(s\) \[3\] is gone") as caught:
+            group.execute("ping", "x", timeout_s=300)
+        assert not isinstance(caught.value, ArgumentError)
+        lost = NodeLostError("1 of the job's 3 nodes are lost: ...", dead_nodes=[(1, "n1")])
+
+        def node_lost(**_: object) -> None:
+            raise lost
+
+        monkeypatch.setattr(group, "check_health", node_lost)
+        with pytest.raises(NodeLostError) as caught_lost:
+            group.execute("ping", "x", timeout_s=300)
+        assert caught_lost.value is lost
+    finally:
+        job.shutdown()

@@ -102,7 +102,12 @@ def test_every_error_class_has_a_case() -> None:
 
 
 def test_every_error_class_is_exported() -> None:
-    assert set(errors.__all__) == {cls.__name__ for cls in _error_classes()} | {ROOT.__name__}
+    warnings = {"PlacementRayWarning"}  # the one warning, defined beside the errors
+    assert (
+        set(errors.__all__)
+        == {cls.__name__ for cls in _error_classes()} | {ROOT.__name__} | warnings
+    )
+    assert issubclass(errors.PlacementRayWarning, UserWarning)
 
 
 def test_the_drawn_hierarchy_names_every_class() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -154,6 +155,11 @@ def test_the_manifest_follows_the_recovery(lossy: Any) -> None:
     assert manifest["lost_nodes"] == [1]
     assert manifest["spares"] == []
     assert "actor 2-3: node 1 -> node 3" in manifest["moves"]
+    # Only moves under "moves"; the master's re-announcement is a note.
+    assert all(
+        re.fullmatch(r"\S+ [\d,-]+: node \d+ -> node \d+( \(.*\))?", m) for m in manifest["moves"]
+    )
+    assert any("re-announced" in note for note in manifest["recovery_notes"])
 
 
 def test_no_compatible_spare_is_a_typed_error_and_changes_nothing(lossy: Any) -> None:
@@ -194,5 +200,6 @@ def test_a_report_reads_like_the_offline_moves() -> None:
         "rollout: MASTER_ADDR=10.0.0.3 MASTER_PORT=29500 re-announced",
         "must form their process groups again: actor, rollout",
     ]
+    assert report.move_lines() == report.describe().splitlines()[1:3]
     assert RecoveryReport().describe() == "no node lost; nothing to recover"
     assert pickle.loads(pickle.dumps(report)) == report

@@ -145,3 +145,15 @@ def test_the_key_ignores_what_each_worker_gets_of_its_own() -> None:
     assert standby_key(moved_b) == standby_key(a)
     other_class = replace(a, options=replace(a.options, cls=Engine))
     assert standby_key(other_class) != standby_key(a)
+
+
+def test_the_repr_of_standbys_is_short() -> None:
+    from types import SimpleNamespace
+
+    from placement_ray._standby import Standbys
+
+    # Each worker carries a handle and a request: its repr alone is long.
+    bulky = [SimpleNamespace(node_rank=r, handle="h" * 500, request="r" * 500) for r in (3, 4, 4)]
+    standbys = Standbys(idle={"a": bulky[:2], "b": bulky[2:]})  # type: ignore[dict-item]
+    assert repr(standbys) == "Standbys(3 idle on nodes 3-4)"
+    assert repr(Standbys()) == "Standbys(0 idle on nodes -)"

@@ -70,6 +70,9 @@ def test_a_lost_node_is_reported_by_rank_node_and_gpus(two_nodes: Any) -> None:
         (3, 1, (1,)),
     ]
     assert "actor rank 3 on node 1 (GPUs [1]" in str(error)
+    # A rank lost with the node is never listed as still running.
+    still = [line for line in str(error).splitlines() if line.startswith("still running")]
+    assert not any("2" in line or "3" in line for line in still), still
     assert placement_group_table(launched.placement_group(1).pg)["state"] == "REMOVED"
     group.kill()
     with pytest.raises(ArgumentError, match="was killed"):

@@ -26,6 +26,9 @@ from ._vocab import (
     _RAY_RESOURCES,
     _VISIBILITY,
     ACCELERATOR_TYPES,
+    CPU_AFFINITY_ENV,
+    HARDWARE_ENV_VARS,
+    RANK_ENV_VARS,
     RAY_RESOURCES,
     VISIBILITY_ENV_VARS,
     Visibility,
@@ -50,6 +53,9 @@ _RESOURCE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Ray's own resources and its placement-group internals: never an accelerator's.
 _NOT_ACCELERATOR_RESOURCES = frozenset({"CPU", "memory", "object_store_memory", "bundle"})
+# Variables the planner sets itself on every worker: a visibility variable of that name
+# would overwrite them (``RANK='0,1'``).
+_PLANNER_ENV_VARS = RANK_ENV_VARS | HARDWARE_ENV_VARS | {CPU_AFFINITY_ENV}
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +121,19 @@ def _problems(
     for field, value in (("env_var", env_var), *(("noset_env_vars", v) for v in noset_env_vars)):
         if not isinstance(value, str) or not _ENV_NAME.match(value):
             problems.append(Problem(where, f"{field}: expected an environment variable", value))
+        elif value in _PLANNER_ENV_VARS:
+            problems.append(
+                Problem(
+                    where,
+                    f"{field}: set by the planner on every worker, not a visibility variable "
+                    f"(planner's: {', '.join(sorted(_PLANNER_ENV_VARS))})",
+                    value,
+                )
+            )
+    if env_var in noset_env_vars:
+        problems.append(
+            Problem(where, "noset_env_vars: names env_var itself; expected its opt-outs", env_var)
+        )
     return problems
 
 
@@ -143,8 +162,9 @@ def register_accelerator(
         The registered facts.
 
     Raises:
-        ConfigError: A malformed name, resource or variable, or a name already registered
-            without ``replace``; every problem is listed.
+        ConfigError: A malformed name, resource or variable, a variable the planner sets
+            itself (``RANK``, ``MASTER_ADDR``, ...), or a name already registered without
+            ``replace``; every problem is listed.
     """
     where = f"accelerator type {name!r}"
     if not isinstance(name, str) or not _TYPE_NAME.match(name):

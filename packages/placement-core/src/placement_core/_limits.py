@@ -13,6 +13,7 @@ __all__ = [
     "MAX_ACCELERATOR_INDEX",
     "MAX_CONFIG_BYTES",
     "MAX_EXPANDED_RANKS",
+    "MAX_IDENTIFIER_CHARS",
     "MAX_INT_DIGITS",
     "MAX_NODES",
     "MAX_PROBLEMS_SHOWN",
@@ -59,6 +60,10 @@ MAX_RESOLVED_SIZE = MAX_CONFIG_BYTES
 MAX_INT_DIGITS = 100
 #: Digits of a rank in a rank list or a placement rule.
 MAX_RANK_DIGITS = 12
+#: Characters of a name a node snapshot reports (an accelerator's ``uuid``, ``model``,
+#: ``pci_bus_id``, its fabric's ``cluster_uuid``, ``state``, ``status``; ``hostname``,
+#: ``ip``): NVML's are under 100, and such names are quoted whole in warnings.
+MAX_IDENTIFIER_CHARS = 256
 #: Characters of a value quoted in an error message (longer ones are shortened).
 MAX_SHOWN_CHARS = 120
 #: Problems of one ConfigError listed in its message (the rest are counted).

@@ -89,7 +89,7 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(Node))
 def domain_packed_rule(
     rule: Rule,
     space: ResourceSpace,
-    group: int,
+    group: int | str,
     inventory: Inventory,
     *,
     spares: Collection[int] = frozenset(),
@@ -109,13 +109,25 @@ def domain_packed_rule(
         node order).
 
     Raises:
-        PlacementRuleError: No stretch holds one whole group.
+        PlacementRuleError: No stretch holds one whole group (for ``group`` ``"all"``:
+            the space spans more than one domain).
     """
     if len(rule.segments) != 1 or rule.segments[0].resources is not None:
         return rule, {}
     if rule.segments[0].processes is not None:
         return rule, {}
     stretches = _stretches(space, inventory, spares)
+    if not isinstance(group, int):  # "all": one group of every resource, one domain
+        if len(stretches) <= 1:
+            return rule, {}
+        largest = max(size for _, size, _ in stretches)
+        raise PlacementRuleError(
+            f"placement all with nvlink_group: all needs every resource of "
+            f"{space.describe()} in one NVLink domain, but they lie in {len(stretches)} "
+            f"domains and the largest holds {largest}: lower nvlink_group to at most "
+            f"{largest}, or place the component on one domain's nodes",
+            path=rule.path,
+        )
     skipped: dict[str | int, int] = {}
     if degraded:
         healthy = [s for s in stretches if s[2] not in degraded]

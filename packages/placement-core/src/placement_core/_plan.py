@@ -57,6 +57,7 @@ from ._spaces import ResourceSpace, SpaceKind, build_space
 from ._spare_domains import resolve_spare_domains
 from ._spares import Move, Spares, refuse_spares, spare_cover, without_spares
 from ._topology_plan import TopologySolver
+from ._vendors import mixed_vendor_warnings, shared_whole_device_warnings
 
 __all__ = ["NodeOccupancy", "Occupancy", "Occupant", "Plan", "plan"]
 
@@ -426,6 +427,8 @@ def plan(
         resolved.append((rule, space, entries))
     warnings += _sharing_warnings(resolved, colocate)
     warnings += [busy.describe() for busy in busy_accelerators(inventory, components)]
+    warnings += mixed_vendor_warnings(components)
+    warnings += shared_whole_device_warnings(components)
     return Plan(config, inventory, MappingProxyType(components), tuple(warnings))
 
 
@@ -452,7 +455,7 @@ def _prepare_rule(
         spaces[rule.node_groups] = space
     if config.spare_nodes and any(s.resources is None for s in parsed.segments):
         space = without_spares(space, config.spare_nodes)  # `all`: every usable resource
-    if isinstance(rule.nvlink_group, int) and rule.nvlink_group > 1:
+    if rule.nvlink_group == "all" or (isinstance(rule.nvlink_group, int) and rule.nvlink_group > 1):
         spares = frozenset(config.spare_nodes)
         parsed, skipped = domain_packed_rule(
             parsed,

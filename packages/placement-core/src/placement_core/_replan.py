@@ -94,8 +94,8 @@ def _lost_ranks(plan: Plan, lost: Iterable[int] | str | int) -> tuple[int, ...]:
             path="lost",
         )
 
-    if isinstance(lost, bool):
-        raise wrong()
+    if isinstance(lost, bool | bytes | bytearray | memoryview | Mapping):
+        raise wrong()  # bytes iterate as ints (b"1" would be node 49)
     if isinstance(lost, str | int):
         try:
             ranks: tuple[int, ...] = parse_rank_list(lost, available=range(count))

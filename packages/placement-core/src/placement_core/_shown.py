@@ -8,11 +8,12 @@ makes a message long or slow to build.
 from __future__ import annotations
 
 import reprlib
+from collections.abc import Sequence
 from typing import Any
 
 from ._limits import MAX_SHOWN_CHARS
 
-__all__ = ["shown", "shown_digits", "window"]
+__all__ = ["clipped", "listed", "shown", "shown_digits", "window"]
 
 
 class _Short(reprlib.Repr):
@@ -62,6 +63,28 @@ def shown(value: Any) -> str:
     if len(text) > MAX_SHOWN_CHARS + 30:
         text = text[:MAX_SHOWN_CHARS] + "..."
     return text
+
+
+def clipped(text: str, limit: int = 4 * MAX_SHOWN_CHARS) -> str:
+    """Free text (a device's error message) as written, cut to ``limit`` characters.
+
+    >>> clipped("E" * 1000, 10)
+    'EEEEEEEEEE... (1000 characters)'
+    """
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
+
+def listed(items: Sequence[str], separator: str = "; ", limit: int = 8) -> str:
+    """The first ``limit`` of ``items`` joined, and how many more there are.
+
+    >>> listed([f"node {n}" for n in range(10)], ", ", 3)
+    'node 0, node 1, node 2, ... and 7 more'
+    """
+    if len(items) <= limit:
+        return separator.join(items)
+    return separator.join(items[:limit]) + f"{separator}... and {len(items) - limit} more"
 
 
 def window(source: str, span: tuple[int, int]) -> tuple[str, tuple[int, int]]:

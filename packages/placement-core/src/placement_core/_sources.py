@@ -72,11 +72,16 @@ from ._inventory import (
     Inventory,
     Node,
 )
-from ._limits import MAX_ACCELERATOR_INDEX, MAX_ACCELERATORS_PER_NODE, MAX_SNAPSHOT_BYTES
+from ._limits import (
+    MAX_ACCELERATOR_INDEX,
+    MAX_ACCELERATORS_PER_NODE,
+    MAX_IDENTIFIER_CHARS,
+    MAX_SNAPSHOT_BYTES,
+)
 from ._problems import problems_from_validation_error
 from ._ranks import format_rank_list, parse_rank_list
 from ._scalars import is_int
-from ._shown import shown
+from ._shown import clipped, shown
 from ._vocab import AcceleratorName
 
 __all__ = [
@@ -102,6 +107,8 @@ SnapshotSource = str | os.PathLike[str] | Mapping[str, Any]
 
 _Count = Annotated[int, Field(strict=True, ge=0)]
 _Index = Annotated[int, Field(strict=True, ge=0, le=MAX_ACCELERATOR_INDEX)]
+_Name = Annotated[str, Field(max_length=MAX_IDENTIFIER_CHARS)]
+_StrictName = Annotated[str, Field(strict=True, max_length=MAX_IDENTIFIER_CHARS)]
 
 
 class _Lenient(BaseModel):
@@ -114,19 +121,19 @@ class _SnapshotProcess(_Lenient):
 
 
 class _SnapshotFabric(_Lenient):
-    cluster_uuid: Annotated[str, Field(strict=True)]
+    cluster_uuid: _StrictName
     clique_id: _Count
-    state: Annotated[str, Field(strict=True)]
-    status: Annotated[str, Field(strict=True)]
+    state: _StrictName
+    status: _StrictName
     health_mask: _Count = 0
 
 
 class _SnapshotAccelerator(_Lenient):
     index: _Index
     type: AcceleratorName
-    model: str | None = None
-    uuid: str | None = None
-    pci_bus_id: str | None = None
+    model: _Name | None = None
+    uuid: _Name | None = None
+    pci_bus_id: _Name | None = None
     memory_bytes: _Count | None = None
     numa_node: Annotated[int, Field(strict=True)] | None = None
     cpu_affinity: str | None = None
@@ -140,8 +147,8 @@ class _SnapshotAccelerator(_Lenient):
 
 class _Snapshot(_Lenient):
     version: Annotated[int, Field(strict=True)] = Field(alias="schema")
-    hostname: str | None = None
-    ip: str | None = None
+    hostname: _Name | None = None
+    ip: _Name | None = None
     cpus: _Count | None = None
     accelerators: tuple[_SnapshotAccelerator, ...]
     links: tuple[tuple[_Count, _Count, Annotated[str, Field(strict=True)]], ...] = ()
@@ -277,6 +284,9 @@ class _ReadNode:
     shortfalls: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     fabric: FabricDomain = _NO_FABRIC
+    #: The accelerator type the snapshot lists (those with an error included), or None.
+    listed: str | None = None
+    name: str = ""
 
 
 def _left_out(name: str, rank: int, what: str, cause: str) -> str:
@@ -298,9 +308,9 @@ def _refused(name: str, field: str, rank: int, what: str, cause: str, fix: str) 
 
 def _nvml_failure(snapshot: _Snapshot, rank: int, name: str, accept_partial: bool) -> list[str]:
     """The snapshot's ``nvml_error`` as a shortfall; an error when it read no accelerator."""
-    error = snapshot.nvml_error
-    if not error:
+    if not snapshot.nvml_error:
         return []
+    error = clipped(snapshot.nvml_error)
     if snapshot.accelerators:
         return [
             f"{name}: node {rank}: the snapshot reports an NVML problem beside what it read: "
@@ -401,7 +411,23 @@ def _node(snapshot: _Snapshot, rank: int, name: str, *, accept_partial: bool) ->
         nvlink_domain=found.domain,
         host_memory_bytes=snapshot.host_memory_bytes,
     )
-    return _ReadNode(node, tuple(shortfalls), () if warning is None else (warning,), found)
+    mig = [a.index for a in snapshot.accelerators if a.mig and a.error is None]
+    warnings: tuple[str, ...] = () if warning is None else (warning,)
+    if mig:
+        warnings += (
+            f"{name}: node {rank}: accelerator(s) {format_rank_list(mig)} in MIG mode are "
+            "planned as whole GPUs: placement does not plan MIG instances (a process given "
+            "such a GPU sees its instances only by their MIG UUIDs); disable MIG there, or "
+            "leave those GPUs out of the rules",
+        )
+    return _ReadNode(
+        node,
+        tuple(shortfalls),
+        warnings,
+        fabric=found,
+        listed=next(iter(types), None),
+        name=name,
+    )
 
 
 def _cpu_list(text: str | None, name: str, field: str) -> str | None:
@@ -412,7 +438,7 @@ def _cpu_list(text: str | None, name: str, field: str) -> str | None:
         parse_rank_list(text)
     except PlacementError as error:
         raise _snapshot_error(
-            name, field, f"expected a CPU list such as '0-23,96-119', got {text!r}"
+            name, field, f"expected a CPU list such as '0-23,96-119', got {shown(text)}"
         ) from error
     return text.strip()
 
@@ -485,8 +511,41 @@ def _snapshot_nodes(
                 name, "node_rank", f"node {rank} already comes from snapshot {owner[rank]}"
             )
         owner[rank] = name
-        nodes[rank] = _node(snapshot, rank, name, accept_partial=accept_partial or rank in non_nvml)
+        # A node the config declares non-NVIDIA may fail NVML; one whose snapshot does
+        # list devices is read as strictly as any other.
+        lenient = rank in non_nvml and not snapshot.accelerators
+        nodes[rank] = _node(snapshot, rank, name, accept_partial=accept_partial or lenient)
+    _check_distinct_machines(nodes, owner)
     return nodes
+
+
+def _check_distinct_machines(nodes: Mapping[int, _ReadNode], owner: Mapping[int, str]) -> None:
+    """Refuse one accelerator (by its UUID) in two nodes: one machine's snapshot given
+    twice (``-i a.json a.json``) would plan it as two nodes."""
+    seen: dict[str, tuple[int, int]] = {}
+    for rank, read in nodes.items():
+        for accelerator in read.node.accelerators:
+            if not accelerator.uuid:
+                continue
+            first = seen.setdefault(accelerator.uuid, (rank, accelerator.index))
+            if first == (rank, accelerator.index):
+                continue
+            if first[0] == rank:
+                raise _snapshot_error(
+                    owner[rank],
+                    f"accelerators[{accelerator.index}].uuid",
+                    f"node {rank}'s accelerators {first[1]} and {accelerator.index} both have "
+                    f"uuid {shown(accelerator.uuid)}: expected one UUID per device",
+                )
+            if first[0] != rank:
+                raise _snapshot_error(
+                    owner[rank],
+                    f"accelerators[{accelerator.index}].uuid",
+                    f"node {rank}'s {shown(accelerator.uuid)} is also node {first[0]}'s "
+                    f"accelerator "
+                    f"{first[1]} (snapshot {owner[first[0]]}): one machine's snapshot given "
+                    "twice? expected one snapshot per machine",
+                )
 
 
 def inventory_from_snapshots(
@@ -655,8 +714,15 @@ def inventory_for(
     domains = _config_domains(config)
     host_memory = _config_host_memory(config)
     nodes = []
-    # An NVML failure on a node the config declares non-NVIDIA is no shortfall.
-    shortfalls = [s for rank, r in read.items() if rank not in non_nvml for s in r.shortfalls]
+    # An NVML failure on a node the config declares non-NVIDIA is no shortfall, unless the
+    # snapshot does list devices: then it describes the node, and what it lost counts.
+    conflicts = _vendor_conflicts(read, from_config)
+    shortfalls = [
+        s
+        for rank, r in read.items()
+        if rank not in non_nvml or r.listed is not None
+        for s in r.shortfalls
+    ]
     for rank in range(config.num_nodes):
         node = read[rank].node if rank in read else None
         domain = domains.get(rank)
@@ -669,7 +735,7 @@ def inventory_for(
                 host_memory_bytes=host_memory.get(rank),
             )
         else:
-            if not node.accelerators and rank in non_nvml:
+            if not node.accelerators and rank in non_nvml and read[rank].listed is None:
                 node = dataclasses.replace(node, accelerators=from_config[rank], links=())
             if node.host_memory_bytes is None and rank in host_memory:
                 node = dataclasses.replace(node, host_memory_bytes=host_memory[rank])
@@ -680,9 +746,28 @@ def inventory_for(
         shortfalls += _undescribed(config.num_nodes, read, from_config)
     return Inventory(
         tuple(nodes),
-        warnings=(*(w for r in read.values() for w in r.warnings), *disagreements),
+        warnings=(*conflicts, *(w for r in read.values() for w in r.warnings), *disagreements),
         shortfalls=tuple(shortfalls),
     )
+
+
+def _vendor_conflicts(
+    read: Mapping[int, _ReadNode], from_config: Mapping[int, tuple[Accelerator, ...]]
+) -> list[str]:
+    """A warning per node whose snapshot lists accelerators of another type than the
+    config's ``inventory:`` entry declares (the snapshot wins)."""
+    found = []
+    for rank, declared in sorted(from_config.items()):
+        listed = read[rank].listed if rank in read else None
+        if not declared or listed is None or listed == declared[0].type:
+            continue
+        found.append(
+            f"node {rank}: the config's inventory: section declares {declared[0].type} "
+            f"accelerators, its snapshot ({read[rank].name}) lists {listed}: planned with "
+            f"the snapshot's {listed} (is the snapshot of another machine, or the "
+            "inventory: entry out of date?)"
+        )
+    return found
 
 
 def _fewer_than_declared(

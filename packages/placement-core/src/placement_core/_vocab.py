@@ -14,6 +14,7 @@ set.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -143,10 +144,25 @@ def check_accelerator_type(value: str) -> str:
     if value not in _RAY_RESOURCES:
         known = ", ".join(repr(name) for name in sorted(_RAY_RESOURCES))
         raise ValueError(
-            f"unknown accelerator type; expected one of the registered types {known} "
-            "(placement_core.register_accelerator adds one)"
+            f"unknown accelerator type{_type_hint(value)}; expected one of the registered "
+            f"types {known} (placement_core.register_accelerator adds one)"
         )
     return value
+
+
+def _type_hint(value: object) -> str:
+    """A did-you-mean for a type written in capitals (``Ascend``), as its Ray resource
+    (``npu``) or with a typo."""
+    if not isinstance(value, str) or len(value) > 40:
+        return ""
+    if value.lower() in _RAY_RESOURCES:
+        return f" (did you mean {value.lower()!r}? types are lower case)"
+    by_resource = sorted(t for t, r in _RAY_RESOURCES.items() if r.lower() == value.lower())
+    if by_resource:
+        names = " or ".join(repr(t) for t in by_resource)
+        return f" (did you mean {names}? {value!r} is the Ray resource, not the type)"
+    close = difflib.get_close_matches(value.lower(), list(_RAY_RESOURCES), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 #: An accelerator type a config or snapshot may name: a built-in or registered one.

@@ -86,6 +86,9 @@ class PlacementClusterFactory:
     def __init__(self, config: pytest.Config) -> None:
         self._config = config
         self.current: SimulatedCluster | None = None
+        # Shapes that did not come up, with the first line of why: the first test of a
+        # shape gets the error, the rest of that shape are skipped (no second long wait).
+        self._failed: list[tuple[ClusterSpec, str]] = []
 
     def defaults(self) -> dict[str, Any]:
         """The ini options that are set, as ``ClusterSpec`` fields."""
@@ -110,13 +113,21 @@ class PlacementClusterFactory:
 
     def simulated(self, **fields: Any) -> SimulatedCluster:
         """The running ``SimulatedCluster`` of this shape (started, or replacing another)."""
+        from placement_ray import ClusterError
         from placement_ray.testing import SimulatedCluster
 
         wanted = self.spec(**fields)
+        earlier = next((why for spec, why in self._failed if spec == wanted), None)
+        if earlier is not None:
+            pytest.skip(f"this test's simulated cluster did not come up earlier: {earlier}")
         if self.current is not None and self.current.spec != wanted:
             self.close()
         if self.current is None:
-            self.current = SimulatedCluster(wanted)
+            try:
+                self.current = SimulatedCluster(wanted)
+            except ClusterError as error:
+                self._failed.append((wanted, str(error).splitlines()[0][:300]))
+                raise
         self.current.connect()
         return self.current
 

@@ -37,6 +37,7 @@ from placement_core import Inventory, Node
 from ._colocation import ShareLedger
 from ._discovery import discover_inventory
 from ._node_order import NODE_RANK_LABEL
+from ._notice import Progress
 from ._rayapi import alive_nodes, head_node_id
 from ._text import clean
 from .errors import ArgumentError, ClusterError, ForeignClusterError, NodesNotReadyError
@@ -115,7 +116,7 @@ def wait_for_nodes(
         ):
             allowed = " or None" if optional else ""
             raise ArgumentError(f"{name}: expected seconds > 0{allowed}, got {seconds!r}")
-    say = progress or (lambda line: logger.info("%s", line))
+    say = progress or Progress(logger)  # INFO, and stderr once the wait is long
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     last = -1
     while True:
@@ -130,7 +131,7 @@ def wait_for_nodes(
             if missing
             else f"waiting for {num_nodes - len(nodes)} more"
         )
-        if len(nodes) != last:
+        if len(nodes) != last or progress is None:
             say(line)
             last = len(nodes)
         if deadline is not None and time.monotonic() >= deadline:

@@ -23,6 +23,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ._allocate import Worker, worker_shares
 from ._cluster import Cluster
+from ._notice import warn
 from ._rayapi import head_node_id
 from ._standby import Standbys
 from ._worker_group import WorkerGroup
@@ -241,10 +242,12 @@ def saved_groups(state: dict[str, Any], cluster: Cluster) -> dict[str, WorkerGro
             master_port=saved["master_port"],
         )
     if missing:
-        logger.warning(
-            "attach: %d worker(s) are gone (their node was lost?): %s; call recover()",
-            len(missing),
-            "; ".join(missing[:8]),
+        warn(
+            logger,
+            f"attach: {len(missing)} worker(s) are gone (their node was lost?): "
+            + "; ".join(missing[:8])
+            + (f"; ... and {len(missing) - 8} more" if len(missing) > 8 else "")
+            + "; call recover()",
         )
     return groups
 
@@ -322,6 +325,9 @@ def launch_manifest(job: RecordedJob) -> dict[str, Any]:
         "lost_nodes": list(job.plan.lost_nodes),
         "spares": list(job.plan.config.spare_nodes),
         "placement_groups": {str(r): g.pg.id.hex() for r, g in job.placement_groups.items()},
-        "moves": [line for report in job.recoveries for line in report.lines()],
+        "moves": [line for report in job.recoveries for line in report.move_lines()],
+        "recovery_notes": [
+            line for report in job.recoveries for line in report.lines()[len(report.move_lines()) :]
+        ],
         "components": components,
     }

@@ -59,6 +59,7 @@ from ._colocation import SHARE_QUANTUM, GpuShare, check_shares, default_share, v
 from ._detach import forget_launch, launch_manifest, refuse_taken, save_launch
 from ._failure import HealthReport, check_health
 from ._memory_live import MemoryInUse, memory_in_use
+from ._notice import warn
 from ._placement_groups import OrderedPlacementGroup
 from ._recover import RecoveryReport, recover
 from ._request import (
@@ -506,7 +507,7 @@ class Launch:
 
     def _recovered(self, report: RecoveryReport) -> None:
         self.recoveries.append(report)
-        logger.warning("node loss: %s", report.describe())
+        warn(logger, f"node loss: {report.describe()}")
         if self.detached and self.name is not None:
             save_launch(self)
 
@@ -539,7 +540,10 @@ class Launch:
 
         Returns:
             ``{"name", "job", "namespace", "cluster_id", "lost_nodes", "spares",
-            "placement_groups", "moves", "components"}``; ``components`` maps each
+            "placement_groups", "moves", "recovery_notes", "components"}``; ``moves``
+            holds one ``actor 8-15: node 1 -> node 3`` line per moved component and
+            nothing else, ``recovery_notes`` the rest of the recoveries' reports
+            (re-created engines, re-announced master addresses); ``components`` maps each
             component to one entry per rank, in rank order: ``rank``, ``node_rank``,
             ``node_id``, ``gpu_ids`` (physical), ``gpu_uuids`` (None where unknown),
             ``ports`` (block -> ports it held), ``actor_name`` (None when anonymous),

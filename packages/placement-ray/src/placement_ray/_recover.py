@@ -103,9 +103,13 @@ class RecoveryReport:
         """Whether any worker was re-created."""
         return bool(self.moves) or bool(self.restarted)
 
+    def move_lines(self) -> list[str]:
+        """``actor 8-15: node 1 -> node 3`` per moved component, and nothing else."""
+        return [line for move in self.moves for line in _move_lines(move, self.master)]
+
     def lines(self) -> list[str]:
         """``actor 8-15: node 1 -> node 3`` per moved component, then the rest."""
-        out = [line for move in self.moves for line in _move_lines(move, self.master)]
+        out = self.move_lines()
         out += [
             f"{component} {format_rank_list(ranks)}: re-created on their own node with their "
             "engine (an engine lives or dies whole)"

@@ -25,9 +25,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from placement_core import CPU_AFFINITY_ENV, HARDWARE_CONFIG_ENV, RANK_ENV_VARS
+from placement_core import CPU_AFFINITY_ENV, HARDWARE_CONFIG_ENV, RANK_ENV_VARS, format_rank_list
 
 from ._allocate import Worker, adopt, allocate, release, wait_started
+from ._notice import warn
 from ._placement_groups import OrderedPlacementGroup, held_slots
 from ._request import Seat, WorkerRequest, seat_for
 from ._worker import DIST_INIT_ADDR_ENV
@@ -86,6 +87,11 @@ class Standbys:
 
     def __len__(self) -> int:
         return sum(len(workers) for workers in self.idle.values())
+
+    def __repr__(self) -> str:
+        # Short: the workers' handles and requests would make it kilobytes.
+        nodes = sorted({w.node_rank for w in self.workers()})
+        return f"Standbys({len(self)} idle on nodes {format_rank_list(nodes) or '-'})"
 
     def workers(self) -> list[Worker]:
         """Every idle standby."""
@@ -222,7 +228,7 @@ def warm_standbys(
         wait_started([w for _, w in made], timeout_s=timeout_s)
     except PlacementRayError as exc:
         release([w for _, w in made], cluster.shares)
-        logger.warning("warm spares: the standbys could not start, none kept: %s", exc)
+        warn(logger, f"warm spares: the standbys could not start, none kept: {exc}")
         return standbys
     for key, worker in made:
         standbys.idle.setdefault(key, []).append(worker)

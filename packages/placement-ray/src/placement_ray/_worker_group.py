@@ -153,6 +153,7 @@ class WorkerGroup:
         chosen = self._ranks(ranks)
         if not isinstance(method, str) or method.startswith("__"):
             raise ArgumentError(f"method: expected a method name, got {method!r}")
+        self._check_handles(method, chosen)
         refs = []
         for rank in chosen:
             try:
@@ -229,6 +230,27 @@ class WorkerGroup:
                     self._call_failed(method, rank_of[ref], exc, [rank_of[p] for p in pending])
         return [results[r] for r in chosen]
 
+    def _check_handles(self, method: str, chosen: list[int]) -> None:
+        """Workers without a handle (``attach`` found their actor gone): their node's loss
+        as ``NodeLostError``, else a ``WorkerCallError`` naming them."""
+        gone = [rank for rank in chosen if self.workers[rank].handle is None]
+        if not gone:
+            return
+        try:
+            self.check_health()
+        except NodeLostError as lost:
+            raise lost if self.on_node_loss is None else self.on_node_loss(lost) from None
+        described = [self.workers[r].describe() for r in gone]
+        raise WorkerCallError(
+            f"{self.component}.{method}: the worker of rank(s) {gone} is gone (attach found "
+            f"no actor): {'; '.join(described[:8])}"
+            + (f"; ... and {len(gone) - 8} more" if len(gone) > 8 else "")
+            + "; call recover() or launch again",
+            method=method,
+            failed=[(r, d, "worker gone") for r, d in zip(gone, described, strict=True)],
+            pending=[],
+        )
+
     def _call_failed(
         self, method: str, rank: int, exc: BaseException, others: list[int]
     ) -> NoReturn:
@@ -238,10 +260,12 @@ class WorkerGroup:
             try:
                 self.check_health()
             except NodeLostError as lost:
+                gone = {a["rank"] for a in lost.affected if a["role"] == self.component}
+                running = [r for r in others if r not in gone]
                 error = NodeLostError(
                     f"{self.component}.{method}: rank {rank} was lost with its node; "
                     + lost.message
-                    + still,
+                    + (f"\nstill running on ranks {running} (not waited for)" if running else ""),
                     dead_nodes=lost.dead_nodes,
                     affected=lost.affected,
                 )

@@ -48,6 +48,10 @@ Hierarchy::
     └── PortNotHeldError (LookupError)       inside a worker: a port block it does not hold
                                              (or handed over already)
 
+Warnings are not errors: ``placement_ray.PlacementRayWarning`` (a ``UserWarning``) is what a
+user must see without configuring logging (a recovery after a node loss, an attach that
+found workers gone); it is defined here too, beside the errors.
+
 placement-native's own errors (``placement_native.NativeError``: NVML, ports, the
 testing kit's fake NVML) do not derive from ``PlacementError``: placement-native imports
 neither core nor ray. placement-ray never lets one through: every call it makes into
@@ -85,6 +89,7 @@ __all__ = [
     "OversubscribedGPUError",
     "PlacementGroupTimeoutError",
     "PlacementRayError",
+    "PlacementRayWarning",
     "PortNotHeldError",
     "ProbeError",
     "UnknownRoleError",
@@ -93,6 +98,13 @@ __all__ = [
     "WorkerStartTimeoutError",
     "WorkerTimeoutError",
 ]
+
+
+class PlacementRayWarning(UserWarning):
+    """A warning a user must see without configuring logging (also logged at WARNING).
+
+    Silence it with ``warnings.filterwarnings("ignore", category=PlacementRayWarning)``.
+    """
 
 
 class PlacementRayError(PlacementError):

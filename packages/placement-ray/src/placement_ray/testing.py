@@ -319,11 +319,9 @@ class SimulatedCluster:
             except Exception as exc:
                 if attempt == _START_ATTEMPTS or time.monotonic() >= deadline:
                     raise ClusterError(
-                        f"the simulated cluster of {self.spec.nodes} nodes did not come up "
-                        f"within {budget:.0f}s ({attempt} attempt(s); timeout_s "
-                        f"{self.spec.timeout_s:g} x load {_load_factor():.1f}): {exc} (is the "
-                        "machine overloaded?)"
-                    ) from exc
+                        f"{exc}; {attempt} attempt(s) within {budget:.0f}s (timeout_s "
+                        f"{self.spec.timeout_s:g} x load factor {_load_factor():.1f})"
+                    ) from None
                 logger.warning("simulated cluster start %d failed, again: %s", attempt, exc)
         raise AssertionError("unreachable")  # the loop returns or raises
 
@@ -331,12 +329,24 @@ class SimulatedCluster:
         from ray.cluster_utils import Cluster as RayCluster
 
         cluster = RayCluster()
+        rank = 0
         try:
-            with _quiet_detection():
+            with _quiet_ray(), _patient_node_start(wait_s):
                 self._nodes = {0: cluster.add_node(**self.node_args(0), include_dashboard=False)}
                 for rank in range(1, self.spec.nodes):
                     self._nodes[rank] = cluster.add_node(**self.node_args(rank))
-            cluster.wait_for_nodes(timeout=wait_s)
+            rank = -1
+            wait_for_nodes(_live_count(cluster), self.spec.nodes, wait_s)
+        except Exception as exc:
+            self._nodes = {}
+            cluster.shutdown()  # type: ignore[no-untyped-call]
+            which = f"node {rank} did not start" if rank >= 0 else "the nodes did not register"
+            raise ClusterError(
+                f"the simulated cluster of {self.spec.nodes} nodes did not come up: {which}: "
+                f"{_first_line(exc)} (load average {os.getloadavg()[0]:.1f} on "
+                f"{os.cpu_count()} CPUs: is the machine overloaded? a larger timeout_s "
+                "waits longer)"
+            ) from None
         except BaseException:
             self._nodes = {}
             cluster.shutdown()  # type: ignore[no-untyped-call]
@@ -442,7 +452,8 @@ class SimulatedCluster:
             raise ArgumentError(
                 f"rank: expected a live node other than the head {alive}, got {rank!r}"
             )
-        self.ray_cluster.remove_node(node)
+        with _quiet_ray():
+            self.ray_cluster.remove_node(node)
         del self._nodes[rank]
         self.wait_gone(node.node_id, f"node {rank}")
 
@@ -485,9 +496,9 @@ class SimulatedCluster:
             raise ArgumentError(
                 f"rank: expected a killed node of 1..{self.spec.nodes - 1}, got {rank!r}"
             )
-        with _quiet_detection():
+        with _quiet_ray(), _patient_node_start(self.spec.timeout_s):
             self._nodes[rank] = self.ray_cluster.add_node(**self.node_args(rank))
-        self.ray_cluster.wait_for_nodes(timeout=self.spec.timeout_s)
+        wait_for_nodes(_live_count(self.ray_cluster), len(self._nodes), self.spec.timeout_s)
         if self._view is not None:
             self._view.shutdown()
             self._view = None
@@ -520,7 +531,9 @@ class SimulatedCluster:
         self.shutdown()
 
     def __repr__(self) -> str:
-        return f"SimulatedCluster({self.spec!r}, address={self.address!r})"
+        cluster = getattr(self, "ray_cluster", None)  # absent when the start failed
+        address = "not started" if cluster is None else repr(cluster.address)
+        return f"SimulatedCluster({self.spec.nodes} nodes, address={address})"
 
 
 class _DetectionNoise(logging.Filter):
@@ -531,13 +544,19 @@ class _DetectionNoise(logging.Filter):
 
 
 @contextlib.contextmanager
-def _quiet_detection() -> Iterator[None]:
-    """Silence Ray's accelerator detection while simulated nodes start in this process.
+def _quiet_ray() -> Iterator[None]:
+    """Silence Ray while simulated nodes start or stop in this process, and keep Ray's
+    "current cluster" file (``/tmp/ray/ray_current_cluster``) as it was.
 
     Ray asks each node's accelerator manager for the device type even when the node's
-    count is given; for Ascend it imports AscendCL and logs a traceback when that fails.
-    The simulated node carries the type as a label and resource instead.
+    count is given; for Ascend it imports AscendCL and logs a traceback when that fails
+    (the simulated node carries the type as a label and resource instead). A node that
+    is slow to register logs "Failed to get node info" in a busy loop (thousands of lines
+    on a loaded machine), and the head node logs that it overwrote the current-cluster
+    file, which a simulated cluster has no business rewriting: ``ray.init()`` elsewhere
+    on the machine reads it.
     """
+    import ray._private.utils as ray_utils
     from ray._private import accelerators
 
     names = {f"{accelerators.__name__}.{m}" for m in ("npu", "hpu", "amd_gpu", "intel_gpu")}
@@ -545,11 +564,93 @@ def _quiet_detection() -> Iterator[None]:
     noise = _DetectionNoise()
     for log in loggers:
         log.addFilter(noise)
+    chatty = [logging.getLogger(n) for n in ("ray._private.node", "ray.cluster_utils")]
+    levels = [log.level for log in chatty]
+    for log in chatty:
+        log.setLevel(logging.WARNING)
+    write_address = ray_utils.write_ray_address
+    ray_utils.write_ray_address = _keep_current_cluster
     try:
         yield
     finally:
+        ray_utils.write_ray_address = write_address
+        for log, level in zip(chatty, levels, strict=True):
+            log.setLevel(level)
         for log in loggers:
             log.removeFilter(noise)
+
+
+@contextlib.contextmanager
+def _patient_node_start(timeout_s: float) -> Iterator[None]:
+    """Let a starting node take up to ``timeout_s`` to register, not Ray's fixed 30 s.
+
+    Ray's node start polls the GCS for the new node and gives up after 30 s, a limit no
+    setting changes; a machine loaded far beyond its cores (a shared CI runner) takes
+    longer. The lookup it polls is made to wait itself, up to ``timeout_s``.
+    """
+    from ray._private import services
+
+    lookup: Callable[[str, str], Any] = services.get_node
+
+    def patient(gcs_address: str, node_id: str) -> Any:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return lookup(gcs_address, node_id)
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    services.get_node = patient
+    try:
+        yield
+    finally:
+        services.get_node = lookup
+
+
+def _keep_current_cluster(ray_address: str, temp_dir: str | None = None) -> None:
+    """Stands in for Ray's ``write_ray_address`` while simulated nodes start."""
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+def _live_count(cluster: Any) -> Callable[[], int]:
+    """How many nodes of ``cluster`` (a ``ray.cluster_utils.Cluster``) Ray lists alive."""
+    return lambda: len(cluster.global_state._live_node_ids())
+
+
+def wait_for_nodes(
+    live: Callable[[], int], count: int, timeout_s: float, *, poll_s: float = 0.2
+) -> None:
+    """Wait until ``live()`` counts ``count`` nodes; the wait adapts to a loaded machine.
+
+    The deadline is ``timeout_s`` after the last progress (one more node alive), and at
+    most ``4 * timeout_s`` in all: nodes that keep coming up are waited for, a cluster
+    that is stuck is not.
+
+    Raises:
+        TimeoutError: fewer than ``count`` nodes alive (says how many).
+    """
+    start = last = time.monotonic()
+    seen = -1
+    while True:
+        alive = live()
+        if alive >= count:
+            return
+        now = time.monotonic()
+        if alive > seen:
+            seen, last = alive, now
+        if now - last > timeout_s or now - start > 4 * timeout_s:
+            raise TimeoutError(
+                f"{alive} of {count} nodes alive after {now - start:.0f}s (no progress for "
+                f"{now - last:.0f}s)"
+            )
+        time.sleep(poll_s)
 
 
 def _available() -> dict[str, dict[str, float]]:

@@ -112,9 +112,16 @@ class Fold:
     last: int
 
     @property
+    def which(self) -> str:
+        """``node 1`` or ``nodes 1-6``."""
+        if self.first == self.last:
+            return f"node {self.first}"
+        return f"nodes {self.first}-{self.last}"
+
+    @property
     def text(self) -> str:
-        """``nodes 1-6: same layout, ranks continue``."""
-        return f"nodes {self.first}-{self.last}: same layout, ranks continue"
+        """``nodes 1-6: same layout, ranks continue`` (``node 1`` for one)."""
+        return f"{self.which}: same layout, ranks continue"
 
 
 @dataclass(frozen=True, slots=True)

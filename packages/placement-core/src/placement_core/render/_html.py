@@ -148,6 +148,10 @@ def render_html(
         '<li><span class="sw free"></span>free</li>'
         '<li><span class="sw link"></span>one process on several accelerators</li>'
     )
+    if plan.lost_nodes:
+        legend += '<li><span class="sw" style="background:#f3d6db"></span>lost node</li>'
+    if plan.config.spare_nodes or plan.lost_nodes:
+        legend += '<li><span class="sw" style="background:#d6e6f2"></span>spare node</li>'
     options = "".join(
         f'<option value="{s.key}">{xml_escape(s.name)}</option>' for s in picture.swatches.values()
     )

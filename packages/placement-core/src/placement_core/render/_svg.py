@@ -153,6 +153,8 @@ class PlanPicture:
         if self.plan.config.spare_nodes or self.plan.lost_nodes:
             rules.append(f"{scope} .lost .nodelabel text{{fill:#b00020}}")
             rules.append(f"{scope} .spare .nodelabel text{{fill:#0072B2;font-weight:bold}}")
+            rules.append(f"{scope} .lost .rowband{{fill:#b00020;fill-opacity:.12}}")
+            rules.append(f"{scope} .spare .rowband{{fill:#0072B2;fill-opacity:.12}}")
         for s in self.swatches.values():
             rules.append(f"{scope} .f{s.key[1:]}{{fill:{s.colour}}}")
         return "<style>" + "".join(rules) + "</style>"
@@ -192,7 +194,8 @@ class PlanPicture:
                 out.append(
                     f'<g class="fold tip" data-first="{item.first}" data-last="{item.last}">'
                     f'<text class="m" x="{PAD}" y="{_n(y + 12)}">⋮ {xml_escape(item.text)}</text>'
-                    f"<title>nodes {item.first}-{item.last} look like the rows above and below "
+                    f"<title>{item.which} {'looks' if item.first == item.last else 'look'} "
+                    "like the rows above and below "
                     "(the same components on the same devices); their ranks continue in order"
                     "</title></g>"
                 )
@@ -250,6 +253,17 @@ class PlanPicture:
                 "one process on several accelerators",
             )
         )
+        if self.plan.lost_nodes:
+            items.append(
+                ('<g class="lost"><rect class="rowband" width="14" height="14"/></g>', "lost node")
+            )
+        if self.plan.config.spare_nodes or self.plan.lost_nodes:
+            items.append(
+                (
+                    '<g class="spare"><rect class="rowband" width="14" height="14"/></g>',
+                    "spare node",
+                )
+            )
         out = ['<g class="legend">']
         x, top = float(PAD), y
         for mark, text in items:
@@ -274,6 +288,7 @@ class PlanPicture:
         tag = node_tag(self.plan, rank)
         role = "" if not tag else " lost" if tag.startswith(" (lost") else " spare"
         out.append(f'<g class="node{role}" data-node="{rank}" transform="translate(0,{_n(top)})">')
+        band = len(out)  # a lost or spare row gets a band behind all of it, sized below
         y = 0.0
         out.append(
             f'<g class="nodelabel tip"><text x="{PAD}" y="{_n(y + 16)}">{rank}</text>'
@@ -306,7 +321,14 @@ class PlanPicture:
             x += w + 4
         out.append("</g>")
         lanes = max((link.lane + 1 for link in links), default=0)
-        return top + CELL_H + (lanes * LANE_H + 4 if lanes else 0) + ROW_GAP
+        height = CELL_H + (lanes * LANE_H + 4 if lanes else 0)
+        if role:
+            out.insert(
+                band,
+                f'<rect class="rowband" x="0" y="-2" width="{_n(max(x, self.width))}" '
+                f'height="{_n(height + 4)}"/>',
+            )
+        return top + height + ROW_GAP
 
     def _box(
         self,

@@ -35,6 +35,7 @@ from placement_core import Move, Plan, Replan, load_config, plan_from_assignment
 from placement_ray._allocate import Worker, release, worker_shares
 from placement_ray._cluster import Cluster
 from placement_ray._colocation import GpuShare, check_shares
+from placement_ray._notice import warn
 from placement_ray._placement_groups import BundleSlot, OrderedPlacementGroup
 from placement_ray._recover import (
     RecoveryReport,
@@ -363,7 +364,7 @@ def recover_layout(
         restarted=stay,
     )
     layout.recoveries.append(report)
-    logger.warning("node loss: %s", report.describe())
+    warn(logger, f"node loss: {report.describe()}")
     return report
 
 

@@ -15,6 +15,16 @@ if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") != "0":
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     os.execv(sys.executable, [sys.executable, "-m", "placement_ray.demo", *sys.argv[1:]])
 
+from placement_core import PlacementError
+
 from .run import main
 
-sys.exit(main())
+try:
+    sys.exit(main())
+except PlacementError as error:  # a cluster that did not come up, ...: one line
+    print(f"error: {error}", file=sys.stderr)
+    sys.exit(1)
+except KeyboardInterrupt:
+    # Ctrl-C: the demo's own cleanup has run (run.main's finally); one line, no traceback.
+    print("\ninterrupted: the demo's simulated cluster was shut down", file=sys.stderr)
+    sys.exit(130)

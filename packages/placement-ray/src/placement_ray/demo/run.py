@@ -349,12 +349,9 @@ def _launch(
 
 
 def _examples_dir() -> Path:
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent / "examples" / "demo_heterogeneous.yaml"
-        if candidate.exists():
-            return candidate.parent
-    return Path.cwd() / "examples"
+    """The demo's configs shipped inside the package (copies of the repository's
+    ``examples/demo_*.yaml``, kept equal by a test), so the demo runs from any directory."""
+    return Path(__file__).resolve().parent / "configs"
 
 
 def _missing_examples(examples: Path) -> int:
@@ -362,8 +359,8 @@ def _missing_examples(examples: Path) -> int:
     for name in ("demo_colocated_strided.yaml", "demo_heterogeneous.yaml"):
         if not (examples / name).exists():
             print(
-                f"error: {examples / name} not found (run from the repository root or "
-                "pass --examples)",
+                f"error: {examples / name} not found (pass --examples with a folder that "
+                "holds the demo_*.yaml configs)",
                 file=sys.stderr,
             )
             return 2
@@ -371,26 +368,21 @@ def _missing_examples(examples: Path) -> int:
 
 
 def _start_simulated() -> Any:
-    """The demo's simulated cluster: NUM_NODES labelled nodes on 127.0.0.1."""
-    from ray.cluster_utils import Cluster as SimulatedCluster
+    """The demo's simulated cluster: NUM_NODES labelled nodes on 127.0.0.1 (the testing
+    kit's, whose start waits as long as a loaded machine needs)."""
+    from placement_ray.testing import SimulatedCluster
 
-    node_args: dict[str, Any] = {
-        "num_cpus": 2,
-        "num_gpus": GPUS_PER_NODE,
-        "node_ip_address": "127.0.0.1",
-        "object_store_memory": 80 * 1024 * 1024,
-    }
     with _section(
         f"simulated cluster: {NUM_NODES} nodes x {GPUS_PER_NODE} logical GPUs on 127.0.0.1, "
         "labelled node-rank"
     ):
-        simulated = SimulatedCluster(
-            initialize_head=True,
-            head_node_args={**node_args, "include_dashboard": False, "labels": {"node-rank": "0"}},
+        return SimulatedCluster(
+            nodes=NUM_NODES,
+            gpus_per_node=GPUS_PER_NODE,
+            cpus_per_node=2,
+            job="demo",
+            timeout_s=240,
         )
-        for rank in range(1, NUM_NODES):
-            simulated.add_node(**node_args, labels={"node-rank": str(rank)})
-    return simulated
 
 
 def _discover(address: str) -> Any:
