@@ -33,6 +33,14 @@ __all__ = ["run"]  # the fixture, shared with test_cli_spares
 SWITCHES = Path(__file__).parent / "data" / "snapshot_pcie_two_switches.json"
 
 
+def _machine(document: dict[str, Any], name: str) -> dict[str, Any]:
+    """A copy of a snapshot as another machine's: the same hardware, GPUs of its own."""
+    other = copy.deepcopy(document)
+    for accelerator in other["accelerators"]:
+        accelerator["uuid"] += f"-{name}"
+    return other
+
+
 def racks(
     rules: dict[str, Any], spares: Any = "2,5", racks: str = "0-2:3-5", nodes: int = 6, **more: Any
 ) -> Any:
@@ -130,7 +138,7 @@ def test_a_spare_without_nvlink_between_the_gpus_is_no_match_for_topology_nvlink
     nvlinked = json.loads(SWITCHES.read_text())
     nvlinked["links"] = [[a, b, "NV12"] for a in range(8) for b in range(a + 1, 8)]
     pcie = json.loads(SWITCHES.read_text())
-    inventory = inventory_from_snapshots([nvlinked, copy.deepcopy(nvlinked), pcie])
+    inventory = inventory_from_snapshots([nvlinked, _machine(nvlinked, "b"), _machine(pcie, "c")])
     config = {
         "cluster": {
             "num_nodes": 3,
@@ -229,7 +237,7 @@ def test_json_with_many_spares_grows_with_spares_plus_used_nodes() -> None:
 
 def test_a_second_replan_keeps_the_rules_numa_node_and_cpus() -> None:
     document = json.loads(SWITCHES.read_text())
-    inventory = inventory_from_snapshots([copy.deepcopy(document) for _ in range(3)])
+    inventory = inventory_from_snapshots([_machine(document, str(i)) for i in range(3)])
     config = {
         "cluster": {
             "num_nodes": 3,
@@ -263,7 +271,7 @@ def _busy(document: dict[str, Any]) -> dict[str, Any]:
 
 def test_lose_onto_a_busy_spare_warns_that_it_already_runs() -> None:
     document = json.loads(SWITCHES.read_text())
-    inventory = inventory_from_snapshots([document, _busy(document)])
+    inventory = inventory_from_snapshots([document, _machine(_busy(document), "b")])
     config = {"cluster": {"num_nodes": 2, "spare_nodes": "1", "component_placement": {"a": "0-7"}}}
     after = replan(plan(config, inventory), 0).plan
     assert any("node 1" in w and "already runs" in w and "pid 4242" in w for w in after.warnings)
@@ -271,7 +279,7 @@ def test_lose_onto_a_busy_spare_warns_that_it_already_runs() -> None:
 
 def test_a_busy_node_moved_off_loses_its_warning() -> None:
     document = json.loads(SWITCHES.read_text())
-    inventory = inventory_from_snapshots([_busy(document), document])
+    inventory = inventory_from_snapshots([_busy(document), _machine(document, "b")])
     config = {"cluster": {"num_nodes": 2, "spare_nodes": "1", "component_placement": {"a": "0-7"}}}
     before = plan(config, inventory)
     assert any("already runs" in w for w in before.warnings)

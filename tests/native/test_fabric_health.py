@@ -82,7 +82,10 @@ def test_each_degraded_state_reaches_the_plan_naming_node_gpu_and_field(
     take: Take, tmp_path: Path, change: dict[str, Any], reason: str
 ) -> None:
     healthy = take(degraded_tray({g: {"health_mask": HEALTHY} for g in range(4)}))
-    sick = take(degraded_tray({**{g: {"health_mask": HEALTHY} for g in range(4)}, 2: change}))
+    sick_tray = degraded_tray({**{g: {"health_mask": HEALTHY} for g in range(4)}, 2: change})
+    for gpu in sick_tray.gpus:  # another machine: GPUs of its own
+        gpu.uuid = gpu.uuid[:-4] + "5eed"
+    sick = take(sick_tray)
     paths = [tmp_path / "n0.json", tmp_path / "n1.json"]
     paths[0].write_text(healthy.to_json(), encoding="utf-8")
     paths[1].write_text(sick.to_json(), encoding="utf-8")
