@@ -56,6 +56,7 @@ from ._cluster import Cluster
 from ._colocation import SHARE_QUANTUM, GpuShare, check_shares, default_share, validate_share
 from ._detach import forget_launch, launch_manifest, refuse_taken, save_launch
 from ._failure import HealthReport, check_health
+from ._leases import SharedLease, launch_shared
 from ._placement_groups import OrderedPlacementGroup, remove_groups, reserve_nodes
 from ._recover import RecoveryReport, recover, reserve_spares
 from ._request import (
@@ -388,7 +389,10 @@ class Launch:
         recoveries: The reports of the recoveries done so far, oldest first.
         standbys: The warm spares' standby workers not adopted yet (empty without
             ``warm_spares``).
+        lease: With ``share_cluster``: the job's lease in the cluster's ledger, else None.
     """
+
+    lease: SharedLease | None = None
 
     def __init__(
         self,
@@ -616,6 +620,8 @@ class Launch:
         remove_groups(self.cluster, [*self.placement_groups.values(), *self.spare_groups.values()])
         if self.detached and self.name is not None:
             forget_launch(self)
+        if self.lease is not None:  # share_cluster: the next waiter may start
+            self.lease.release()
 
     def __enter__(self) -> Launch:
         return self
@@ -682,6 +688,9 @@ def launch(
     name: str | None = None,
     detached: bool = False,
     warm_spares: bool = False,
+    share_cluster: bool = False,
+    priority: int = 0,
+    queue_timeout_s: float | None = 600.0,
 ) -> Launch:
     """Start one actor per placement of a plan, on the planned nodes and GPUs.
 
@@ -727,6 +736,14 @@ def launch(
             ``__init__`` not run), so that :meth:`Launch.recover` adopts started
             processes instead of starting new ones. They cost the spare's memory for
             the processes (and whatever importing the actor classes' modules takes).
+        share_cluster: Share the Ray cluster with other jobs (docs/guides/sharing-a-cluster.md):
+            plan on the accelerators no other job or Ray work holds (nodes renumbered
+            among those with enough free), lease them all at once in the cluster's
+            ledger (the job's name is the cluster's ``job``), queue when they are not
+            free; :meth:`Launch.shutdown` (or the driver's death) ends the lease.
+        priority: With ``share_cluster``: queue order (higher first, then arrival), >= 0.
+        queue_timeout_s: With ``share_cluster``: the longest wait in the queue (None:
+            forever); then ``QueueTimeoutError`` names who holds what.
 
     Every spare node of the plan (``cluster.spare_nodes``) is reserved whole in a
     placement group of its own, pinned to it, so no other job takes it.
@@ -752,6 +769,9 @@ def launch(
         PlacementSyntaxError / PlacementRuleError: (placement-core) a rule does not
             parse or cannot be placed on the live cluster.
     """
+    _check_flag("share_cluster", share_cluster)
+    if share_cluster:  # several jobs on one cluster: lease, plan on what is free (_leases)
+        return launch_shared(launch, dict(locals()))
     on_node_loss = _check_on_node_loss(on_node_loss)
     _check_name(name, detached)
     _check_flag("warm_spares", warm_spares)
