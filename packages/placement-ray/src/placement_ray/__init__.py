@@ -42,6 +42,8 @@ from ._cluster import Cluster
 from ._detach import attach
 from ._failure import HealthReport, Occupant, check_health, occupants
 from ._launch import Launch, launch
+from ._lease_errors import JobNameTakenError, LeaseError, LedgerVersionError, QueueTimeoutError
+from ._leases import LeaseRecord, QueueRecord, leases
 from ._node_order import NODE_RANK_LABEL
 from ._placement_groups import BundleSlot, OrderedPlacementGroup, create_placement_group
 from ._recover import RecoveryReport
@@ -96,8 +98,12 @@ __all__ = [
     "HealthReport",
     "InfeasiblePlacementGroupError",
     "InterpreterError",
+    "JobNameTakenError",
     "Launch",
     "LaunchNotFoundError",
+    "LeaseError",
+    "LeaseRecord",
+    "LedgerVersionError",
     "NativeCallError",
     "NoSpareNodeError",
     "NodeLostError",
@@ -110,6 +116,8 @@ __all__ = [
     "PlacementRayError",
     "PortNotHeldError",
     "ProbeError",
+    "QueueRecord",
+    "QueueTimeoutError",
     "RecoveryReport",
     "RoleBundles",
     "RolloutEngine",
@@ -133,5 +141,6 @@ __all__ = [
     "hand_over_master_port",
     "hand_over_ports",
     "launch",
+    "leases",
     "occupants",
 ]
