@@ -321,6 +321,7 @@ def bench(session: nox.Session) -> None:
     bench_script("benchmarks/bench_ray_probe.py")
     bench_script("benchmarks/bench_ray_launch.py")
     bench_script("benchmarks/bench_ray_recover.py")
+    bench_script("benchmarks/bench_ray_share.py")
     _write_bench_results(ROOT / "benchmarks" / "RESULTS.md", runs)
     session.log("wrote benchmarks/RESULTS.md")
     if failed:
