@@ -97,27 +97,28 @@ def ray_taken(
 ) -> dict[str, tuple[int, ...]]:
     """Accelerators taken by Ray work that is not a lease, and busy in the snapshots.
 
+    Per node, what Ray holds beyond the leased accelerators counts as taken by others
+    (the highest free indices are marked: Ray does not say which). A lease counts whether
+    or not its groups are reserved yet: counting only reserved ones would take a lease
+    reserved a moment before it is confirmed twice, and the next job would skip its node.
+
     Args:
         cluster: The job's view (its inventory's snapshots).
-        book: The ledger's book (leases whose reservations Ray holds are ``confirmed``).
+        book: The ledger's book.
         available: Ray's free resources per node id.
     """
     leased: dict[str, set[int]] = {}
-    held: dict[str, int] = {}
     for lease in book.leases.values():
         for slot in lease.slots:
             leased.setdefault(slot.node_id, set()).add(slot.accelerator)
-            if lease.confirmed:
-                held[slot.node_id] = held.get(slot.node_id, 0) + 1
     out: dict[str, tuple[int, ...]] = {}
     for node in cluster.nodes:
         mine = leased.get(node.node_id, set())
         busy = {a.index for a in node.accelerators if a.processes} - mine
-        free = available.get(node.node_id, {}).get(
-            node_resource(node), float(len(node.accelerators))
-        )
-        by_ray = max(0, len(node.accelerators) - int(free + 1e-6) - held.get(node.node_id, 0))
-        spare = [a.index for a in node.accelerators if a.index not in mine and a.index not in busy]
+        total = len(node.accelerators)
+        free = available.get(node.node_id, {}).get(node_resource(node), float(total))
+        by_ray = max(0, total - int(free + 1e-6) - len(mine))
+        spare = [a.index for a in node.accelerators if a.index not in mine | busy]
         marked = set(spare[len(spare) - by_ray :]) if by_ray else set()
         if busy | marked:
             out[node.node_id] = tuple(sorted(busy | marked))
