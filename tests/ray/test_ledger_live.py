@@ -28,7 +28,7 @@ from placement_ray import (
 )
 from placement_ray._free_view import capacities
 from placement_ray._lease_state import LEDGER_VERSION, LeaseBook, Request, Slot
-from placement_ray._ledger import LEDGER_NAMESPACE, LeaseLedger, ledger_actor
+from placement_ray._ledger import LEDGER_NAMESPACE, LeaseLedger, ledger_actor, ledger_call
 
 
 @pytest.fixture
@@ -42,11 +42,11 @@ def held(placement_cluster: Cluster) -> Iterator[tuple[Any, Request]]:
     granted, _ = ray.get(ledger.acquire.remote(request, {}, 1.0))
     assert granted
     yield ledger, request
-    ray.get(ledger.release.remote("kept"))
+    ledger_call(ledger, "release", "kept")
 
 
 def book(ledger: Any) -> dict[str, Any]:
-    record: dict[str, Any] = ray.get(ledger.snapshot.remote())
+    record: dict[str, Any] = ledger_call(ledger, "snapshot")
     record.pop("change")
     return record
 

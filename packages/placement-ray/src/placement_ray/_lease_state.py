@@ -215,6 +215,8 @@ class LeaseBook:
             JobNameTakenError: another owner holds or waits under the job's name.
         """
         self._check(request)
+        if request.job in self.leases:
+            return True
         waiting = self.waiters.get(request.job)
         if waiting is None:
             self.seq += 1
@@ -256,7 +258,10 @@ class LeaseBook:
                     job=job,
                     owner=holder.owner,
                 )
-        if job in self.leases:
+        held = self.leases.get(job)
+        if held is not None and held.slots == request.slots:
+            return  # the same acquisition again (a retry): granted already
+        if held is not None:
             raise LeaseError(f"job: {job!r} holds a lease already; release it before acquiring")
         self._check_slots(request.slots)
 

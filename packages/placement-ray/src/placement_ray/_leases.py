@@ -28,8 +28,8 @@ from ._cluster import Cluster
 from ._free_view import capacities, config_of, free_view, need_of, plan_slots, ray_taken
 from ._lease_errors import LeaseError, QueueTimeoutError
 from ._lease_state import LeaseBook, Request, Slot
-from ._ledger import find_ledger, ledger_actor
-from .errors import ArgumentError
+from ._ledger import find_ledger, ledger_actor, ledger_call
+from .errors import ArgumentError, ClusterError
 
 if TYPE_CHECKING:
     from placement_core import Plan
@@ -104,7 +104,7 @@ class SharedLease:
         for rank in spare_ranks:
             keys |= {(rank, a.index) for a in self.cluster.node(rank).accelerators}
         slots = [Slot(self.cluster.node(n).node_id, g, 1.0) for n, g in sorted(keys)]
-        ray.get(self._ledger.confirm.remote(self.job, slots))
+        ledger_call(self._ledger, "confirm", self.job, slots)
 
     def release(self) -> None:
         """End the lease (idempotent); the queue's first waiter that fits starts."""
@@ -112,8 +112,8 @@ class SharedLease:
             return
         self.released = True
         try:
-            ray.get(self._ledger.release.remote(self.job), timeout=30)
-        except (ray.exceptions.RayError, ConnectionError) as exc:  # the cluster is gone
+            ledger_call(self._ledger, "release", self.job, timeout_s=30)
+        except (ray.exceptions.RayError, ConnectionError, ClusterError) as exc:  # Ray is gone
             logger.warning("job %s: could not release its lease: %s", self.job, exc)
 
 
@@ -157,13 +157,13 @@ def acquire_lease(
     _check_wait(priority, queue_timeout_s)
     groups = [list(g) for g in colocate]
     ledger = ledger_actor()
-    ray.get(ledger.register.remote(capacities(cluster)))
+    ledger_call(ledger, "register", capacities(cluster))
     owner = ray.get_runtime_context().get_job_id()
     need = need_of(config, cluster, groups)
     deadline = math.inf if queue_timeout_s is None else time.monotonic() + queue_timeout_s
     said = False
     while True:
-        book = LeaseBook.from_record(ray.get(ledger.snapshot.remote()))
+        book = LeaseBook.from_record(ledger_call(ledger, "snapshot"))
         book.foreign = ray_taken(cluster, book, _available())
         view = free_view(cluster, need, book)
         the_plan = None
@@ -174,23 +174,23 @@ def acquire_lease(
                 logger.debug("job %s: no plan on the free view: %s", cluster.job, exc)
         slots = plan_slots(the_plan) if the_plan is not None else ()
         request = Request(cluster.job, owner, priority, slots, need)
-        granted, change = ray.get(ledger.acquire.remote(request, book.foreign, time.time()))
+        granted, change = ledger_call(ledger, "acquire", request, book.foreign, time.time())
         if granted and the_plan is not None and view is not None:
             return SharedLease(ledger, cluster.job, view, the_plan)
         if granted:  # it needs no accelerator, yet did not plan: the config's own error
-            ray.get(ledger.release.remote(cluster.job))
+            ledger_call(ledger, "release", cluster.job)
             raise ArgumentError(
                 f"config_or_plan: it needs no accelerator but cannot be planned on the "
                 f"cluster's nodes: {need}"
             )
         left = deadline - time.monotonic()
         if left <= 0:
-            ray.get(ledger.release.remote(cluster.job))
+            ledger_call(ledger, "release", cluster.job)
             raise _timed_out(cluster, need, priority, queue_timeout_s, ledger)
         if not said:
             logger.info("job %s waits in the lease queue for %s", cluster.job, list(need))
             said = True
-        ray.get(ledger.wait_change.remote(change, min(left, _RECHECK_S)))
+        ledger_call(ledger, "wait_change", change, min(left, _RECHECK_S))
 
 
 def _when(since: float) -> str:
@@ -230,7 +230,7 @@ def lease_table(cluster: Cluster | None = None) -> dict[str, list[Any]]:
     ledger = find_ledger()
     if ledger is None:
         return {"leases": [], "queue": []}
-    book = LeaseBook.from_record(ray.get(ledger.snapshot.remote()))
+    book = LeaseBook.from_record(ledger_call(ledger, "snapshot"))
     ranks = book.ranks()
     if cluster is not None:
         ranks.update((n.node_id, n.rank) for n in cluster.nodes)

@@ -18,12 +18,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from typing import Any
 
 import ray
 
 from ._lease_errors import LedgerVersionError
 from ._lease_state import LEDGER_VERSION, LeaseBook, NodeCapacity, Request, Slot
+from .errors import ClusterError
 
 __all__ = [
     "KV_KEY",
@@ -33,6 +35,7 @@ __all__ = [
     "LeaseLedger",
     "find_ledger",
     "ledger_actor",
+    "ledger_call",
 ]
 
 logger = logging.getLogger(__name__)
@@ -154,6 +157,25 @@ class LeaseLedger:
 _Actor = ray.remote(LeaseLedger)
 
 
+def ledger_call(actor: Any, method: str, *args: Any, timeout_s: float = 120.0) -> Any:
+    """``actor.method(*args)``, again while the ledger restarts (every method is idempotent).
+
+    Raises:
+        ClusterError: the ledger did not answer within ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return ray.get(getattr(actor, method).remote(*args), timeout=timeout_s)
+        except ray.exceptions.ActorUnavailableError as exc:
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"the lease ledger ({LEDGER_NAME!r} in namespace {LEDGER_NAMESPACE!r}) "
+                    f"did not come back within {timeout_s:g}s: {exc}"
+                ) from exc
+            time.sleep(0.1)  # Ray is starting it again from its stored book
+
+
 def find_ledger() -> Any:
     """The cluster's ledger actor, or None when no job started one."""
     try:
@@ -177,7 +199,7 @@ def ledger_actor() -> Any:
         num_cpus=0,
         max_concurrency=1000,
     ).remote()
-    found = ray.get(actor.hello.remote(LEDGER_VERSION))
+    found = ledger_call(actor, "hello", LEDGER_VERSION)
     if found != LEDGER_VERSION:
         raise LedgerVersionError(
             f"the cluster's lease ledger ({LEDGER_NAME!r} in namespace {LEDGER_NAMESPACE!r}) "
