@@ -288,26 +288,37 @@ def bench(session: nox.Session) -> None:
     The READMEs quote that file, so one run (dated, with its machine) is the one set of
     figures. Arguments after -- go to the core planning benchmark.
     """
-    runs: list[tuple[str, str]] = []
+    runs: list[tuple[str, str, str]] = []
     failed: list[str] = []
     env = {**os.environ, "PATH": f"{session.bin}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.update((k, v) for k, v in session.env.items() if v is not None)
+    results = ROOT / "benchmarks" / "RESULTS.md"
 
     def bench_script(script: str, *args: str) -> None:
         # Run directly (not session.run) to keep the output and the exit status both: a
         # run that misses a target is recorded too, and fails the session at the end.
         session.log(f"python {script} {' '.join(args)}".rstrip())
-        result = subprocess.run(
-            [str(Path(session.bin) / "python"), script, *args],
-            stdout=subprocess.PIPE,  # the figures; Ray's log lines (stderr) only go by
-            text=True,
-            check=False,
-            env=env,
-        )
-        print(result.stdout, end="")
-        runs.append((script, result.stdout))
-        if result.returncode:
-            failed.append(f"{script} (exit {result.returncode})")
+        load = _load()
+        try:
+            result = subprocess.run(
+                [str(Path(session.bin) / "python"), script, *args],
+                stdout=subprocess.PIPE,  # the figures; Ray's log lines (stderr) only go by
+                text=True,
+                check=False,
+                env=env,
+                timeout=BENCH_TIMEOUT_S,
+            )
+            output, status = result.stdout, result.returncode
+        except subprocess.TimeoutExpired as exc:
+            output = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else ""
+            output += f"\n(stopped after {BENCH_TIMEOUT_S}s)\n"
+            status = -1
+        print(output, end="")
+        runs.append((script, f"{load} before, {_load()} after", output))
+        if status:
+            failed.append(f"{script} (exit {status})")
+        # Written after every script: a run stopped half-way still leaves its figures.
+        _write_bench_results(results, runs)
 
     session.install(CORE)
     bench_script("benchmarks/bench_core_plan.py", *session.posargs)
@@ -322,14 +333,25 @@ def bench(session: nox.Session) -> None:
     bench_script("benchmarks/bench_ray_launch.py")
     bench_script("benchmarks/bench_ray_recover.py")
     bench_script("benchmarks/bench_ray_share.py")
-    _write_bench_results(ROOT / "benchmarks" / "RESULTS.md", runs)
     session.log("wrote benchmarks/RESULTS.md")
     if failed:
         session.error(f"missed a target or failed: {', '.join(failed)}")
 
 
-def _write_bench_results(path: Path, runs: list[tuple[str, str]]) -> None:
-    """The benchmark outputs, headed by the date and the machine they ran on."""
+BENCH_TIMEOUT_S = 1800
+"""A benchmark script still running after this is stopped and counted as failed."""
+
+
+def _load() -> str:
+    """The load average (1, 5, 15 minutes) and the CPU count, for the results."""
+    if not hasattr(os, "getloadavg"):
+        return "load unknown"
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} / {five:.2f} / {fifteen:.2f} on {os.cpu_count()} CPUs"
+
+
+def _write_bench_results(path: Path, runs: list[tuple[str, str, str]]) -> None:
+    """The benchmark outputs, headed by the date, the machine and the load they ran on."""
 
     memory = "unknown"
     meminfo = Path("/proc/meminfo")
@@ -345,9 +367,12 @@ def _write_bench_results(path: Path, runs: list[tuple[str, str]]) -> None:
         f"- machine: {platform.machine()}, {os.cpu_count()} CPUs, {memory} memory, "
         f"{platform.system()} {platform.release()}",
         f"- Python {platform.python_version()}",
+        f"- {_load()} when written (each script's load before and after is under it)",
+        "- each target line prints the ratio beside its baseline (bare Ray, slime-style, "
+        "cold recovery, nvidia-ml-py, the bind-test loop, the default mode)",
     ]
-    for script, output in runs:
-        lines += ["", f"## `{script}`", "", "```text", output.rstrip("\n"), "```"]
+    for script, load, output in runs:
+        lines += ["", f"## `{script}`", "", f"{load}", "", "```text", output.rstrip("\n"), "```"]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

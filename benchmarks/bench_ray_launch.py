@@ -33,10 +33,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import ray
-from ray.cluster_utils import Cluster as SimulatedCluster
+from _ray_cluster import simulated_cluster, wait_idle, warm_pool
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import (
-    NodeAffinitySchedulingStrategy,
     PlacementGroupSchedulingStrategy,
 )
 
@@ -114,37 +113,9 @@ def bare(cluster: Cluster, nodes: int, gpus: int) -> Callable[[], None]:
     return teardown
 
 
-@ray.remote(num_cpus=0)
-def noop() -> None:
-    return None
-
-
-def prepare(cluster: Cluster, timeout_s: float = 300.0) -> None:
-    """Wait until every GPU is free, then give each node an idle worker (untimed)."""
-    from ray._private import state
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        total = state.total_resources_per_node()
-        free = state.available_resources_per_node()
-        if all(free.get(n, {}).get("GPU", 0.0) == r.get("GPU", 0.0) for n, r in total.items()):
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError("the cluster did not become idle")
-        time.sleep(0.1)
-    ray.get(
-        [
-            noop.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=n.node_id, soft=False)
-            ).remote()
-            for n in cluster.nodes
-        ],
-        timeout=600,
-    )
-
-
 def timed(method: Callable[..., Callable[[], None]], *args: Any) -> float:
-    prepare(args[0])
+    wait_idle()
+    warm_pool(args[0])
     started = time.perf_counter()
     teardown = method(*args)
     elapsed = time.perf_counter() - started
@@ -159,27 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gpus", type=int, default=8, help="logical GPUs per node")
     args = parser.parse_args(argv)
 
-    node_args = {
-        "num_cpus": args.gpus,
-        "num_gpus": args.gpus,
-        "node_ip_address": "127.0.0.1",
-        "object_store_memory": 80 * 1024 * 1024,
-    }
-    started = time.perf_counter()
-    sim = SimulatedCluster(
-        initialize_head=True,
-        head_node_args={**node_args, "include_dashboard": False, "labels": {"node-rank": "0"}},
-    )
-    for i in range(1, args.nodes):
-        sim.add_node(**node_args, labels={"node-rank": str(i)})
-    sim.wait_for_nodes(timeout=300)
-    ray.init(address=sim.address, namespace="placement-bench", log_to_driver=False)
     workers = args.nodes * args.gpus
-    print(
-        f"simulated cluster: {args.nodes} nodes x {args.gpus} GPUs, all on 127.0.0.1, "
-        f"up in {time.perf_counter() - started:.1f}s"
-    )
-    try:
+    with simulated_cluster(args.nodes, args.gpus):
         cluster = Cluster(args.nodes, timeout_s=300, export_env=False)
         runs: dict[str, list[float]] = {"placement-ray launch": [], "bare Ray": []}
         for _ in range(args.runs):
@@ -201,9 +153,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             + ("met" if met else "MISSED")
         )
         return 0 if met else 1
-    finally:
-        ray.shutdown()
-        sim.shutdown()
 
 
 if __name__ == "__main__":

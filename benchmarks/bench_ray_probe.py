@@ -36,10 +36,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import ray
-from ray.cluster_utils import Cluster as SimulatedCluster
+from _ray_cluster import simulated_cluster, wait_idle, warm_pool
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import (
-    NodeAffinitySchedulingStrategy,
     PlacementGroupSchedulingStrategy,
 )
 
@@ -100,37 +99,6 @@ def ours(
     return order, group.probed
 
 
-@ray.remote(num_cpus=0)
-def noop() -> None:
-    return None
-
-
-def warm_pool(cluster: Cluster) -> None:
-    """One idle worker per node, as right after the job's node discovery (untimed)."""
-    ray.get(
-        [
-            noop.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=n.node_id, soft=False)
-            ).remote()
-            for n in cluster.nodes
-        ],
-        timeout=600,
-    )
-
-
-def wait_idle(timeout_s: float = 120.0) -> None:
-    from ray._private import state
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        total = state.total_resources_per_node()
-        free = state.available_resources_per_node()
-        if all(free.get(n, {}).get("GPU", 0.0) == r.get("GPU", 0.0) for n, r in total.items()):
-            return
-        time.sleep(0.1)
-    raise TimeoutError("cluster did not become idle")
-
-
 def nodes_kept_apart(order: list[tuple[int, int]]) -> bool:
     """True when each node's bundles are contiguous and ascending by GPU."""
     return order == sorted(order)
@@ -156,26 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--partial", type=int, default=6, help="GPUs per node, partial case")
     args = parser.parse_args(argv)
 
-    node_args = {
-        "num_cpus": args.gpus,
-        "num_gpus": args.gpus,
-        "node_ip_address": "127.0.0.1",
-        "object_store_memory": 80 * 1024 * 1024,
-    }
-    started = time.perf_counter()
-    sim = SimulatedCluster(
-        initialize_head=True,
-        head_node_args={**node_args, "include_dashboard": False, "labels": {"node-rank": "0"}},
-    )
-    for i in range(1, args.nodes):
-        sim.add_node(**node_args, labels={"node-rank": str(i)})
-    sim.wait_for_nodes(timeout=300)
-    ray.init(address=sim.address, namespace="placement-bench", log_to_driver=False)
-    print(
-        f"simulated cluster: {args.nodes} nodes x {args.gpus} GPUs, all on 127.0.0.1, "
-        f"up in {time.perf_counter() - started:.1f}s"
-    )
-    try:
+    with simulated_cluster(args.nodes, args.gpus):
         started = time.perf_counter()
         cluster = Cluster(args.nodes, timeout_s=300, export_env=False)
         print(
@@ -249,9 +198,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         for row in [header, *rows]:
             print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
         return 0 if ok else 1
-    finally:
-        ray.shutdown()
-        sim.shutdown()
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +23,7 @@ from placement_core import (
     plan,
 )
 from placement_core._cli import main
-from placement_core.render import plan_to_dict, render_map, render_svg
+from placement_core.render import plan_to_dict, render_html, render_map, render_svg
 
 
 def racks(domains: Sequence[str | None], per_node: int = 4) -> Inventory:
@@ -283,6 +284,18 @@ def test_the_svg_draws_a_band_per_domain() -> None:
     assert svg.count('<g class="domain">') == 2
     assert "NVLink domain a: nodes 0-1" in svg
     assert "no NVLink domain: node 2 (each a domain of its own)" in svg
+
+
+def test_the_html_page_draws_the_very_bands_of_the_svg() -> None:
+    the_plan = plan(config("all", 3), racks(["a", "a", None]))
+
+    def bands(text: str) -> list[str]:
+        """Each band's markup, its height on the page left out (the page has no title)."""
+        found = re.findall(r'<g class="domain">.*?</g>', text)
+        return [re.sub(r' y\d?="[^"]*"', "", band) for band in found]
+
+    assert len(bands(render_svg(the_plan))) == 2
+    assert bands(render_html(the_plan)) == bands(render_svg(the_plan))
 
 
 # ----------------------------------------------------------------------------- RLinf

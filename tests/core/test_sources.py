@@ -97,6 +97,27 @@ def test_snapshot_without_nvml_is_refused_unless_accepted() -> None:
     assert node_from_snapshot(data, rank=0, accept_partial=True).accelerators == ()
 
 
+def test_a_short_snapshot_and_a_gpu_entry_with_an_error_read_alike() -> None:
+    short = snapshot(0, nvml_error="NVML_ERROR_DRIVER_NOT_LOADED")
+    faulty = snapshot(2)
+    faulty["accelerators"][1]["error"] = "NVML_ERROR_GPU_IS_LOST"
+    inventory = inventory_from_snapshots([short, faulty], accept_partial=True)
+    assert list(inventory.shortfalls) == [
+        "snapshot #0: node 0: planned without accelerators (left out): the snapshot could "
+        "not read the node's accelerators ('NVML_ERROR_DRIVER_NOT_LOADED')",
+        "snapshot #1: node 1: planned without accelerator 1 (left out): accelerator 1 "
+        "failed a query when the snapshot was taken ('NVML_ERROR_GPU_IS_LOST')",
+    ]
+    for data, rank in ((short, 0), (faulty, 1)):
+        with pytest.raises(InventoryError) as caught:
+            node_from_snapshot(data, rank=rank)
+        assert caught.value.reason.endswith(
+            "and take the snapshot again, or accept the snapshot knowingly "
+            "(--accept-partial, accept_partial=True) to plan node "
+            f"{rank} without {'accelerators' if rank == 0 else 'accelerator 1'}"
+        )
+
+
 def test_snapshot_unknown_keys_are_allowed() -> None:
     data = snapshot(1, numa_nodes=2)
     data["accelerators"][0]["compute_capability"] = "9.0"

@@ -65,9 +65,26 @@ def test_a_rule_on_a_spare_is_an_error_at_the_rule() -> None:
     assert "24-31 on spare nodes; place on 0-23 instead" in error.reason
 
 
-def test_all_on_a_group_with_a_spare_says_all_counts_the_spare() -> None:
-    with pytest.raises(PlacementRuleError, match="'all' counts the spares' resources too"):
-        plan(config(component_placement={"actor": "all"}), Inventory.uniform(4, 8))
+def test_all_on_a_group_with_a_spare_leaves_the_spare_out() -> None:
+    result = plan(config(component_placement={"actor": "all"}), Inventory.uniform(4, 8))
+    placements = result.components["actor"]
+    assert len(placements) == 24
+    assert {p.node_rank for p in placements} == {0, 1, 2}
+    assert [p.hardware_ranks for p in placements[-2:]] == [(6,), (7,)]
+
+
+def test_all_with_processes_per_resource_leaves_the_spare_out_too() -> None:
+    result = plan(config(component_placement={"actor": "all:0-47"}), Inventory.uniform(4, 8))
+    assert {p.node_rank for p in result.components["actor"]} == {0, 1, 2}
+
+
+def test_all_on_a_group_with_a_spare_between_used_nodes_numbers_on_past_it() -> None:
+    result = plan(
+        config(spare_nodes="1", component_placement={"actor": "all"}), Inventory.uniform(4, 8)
+    )
+    nodes = [p.node_rank for p in result.components["actor"]]
+    assert nodes == [0] * 8 + [2] * 8 + [3] * 8
+    assert [p.rank for p in result.components["actor"]] == list(range(24))
 
 
 def test_a_node_rule_on_a_spare_is_an_error() -> None:

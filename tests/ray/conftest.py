@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,6 +51,19 @@ def simulated(placement_cluster_factory: PlacementClusterFactory) -> SimulatedCl
 def cluster(placement_cluster_factory: PlacementClusterFactory) -> Cluster:
     """The session cluster's ``Cluster``, for module-scoped fixtures (no per-test cleanup)."""
     return placement_cluster_factory(**SHAPE)
+
+
+@pytest.fixture(scope="module")
+def lossy_cluster(
+    placement_cluster_factory: PlacementClusterFactory,
+) -> Iterator[tuple[SimulatedCluster, Cluster]]:
+    """The ``LOSSY`` shape's cluster and its view, for the module fixtures of tests that
+    kill nodes; every node they killed is started again after the module."""
+    simulated = placement_cluster_factory.simulated(**LOSSY)
+    try:
+        yield simulated, simulated.view()
+    finally:
+        restore_nodes(simulated, range(1, LOSSY["nodes"]))
 
 
 def restore_nodes(simulated: SimulatedCluster, ranks: Iterable[int]) -> None:

@@ -5,12 +5,10 @@ A small extra node declaring Ascend NPUs joins the session cluster for this modu
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import ray
 
 from placement_ray._discovery import build_inventory, discover_nodes
 
@@ -31,11 +29,7 @@ def npu_node(simulated: Any) -> Iterator[str]:
         yield str(node.node_id)
     finally:
         sim_cluster.remove_node(node)
-        deadline = time.monotonic() + 60
-        while any(n["NodeID"] == node.node_id and n["Alive"] for n in ray.nodes()):
-            if time.monotonic() > deadline:
-                raise AssertionError("the extra NPU node did not leave the cluster")
-            time.sleep(0.2)
+        simulated.wait_gone(str(node.node_id), "the extra NPU node")
 
 
 def test_a_live_npu_node_has_ascend_accelerators(npu_node: str) -> None:

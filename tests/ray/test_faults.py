@@ -282,12 +282,12 @@ class SlowStart:
 def test_node_loss_during_init_says_so(extra_node: Any, tmp_path: Path) -> None:
     simulated, view = extra_node
     marker = tmp_path / "started"
+    os.mkfifo(marker)  # the actor's write wakes the remover: no polling
     the_plan = plan_from_assignments({"slow": [(3, (0,))]}, view.inventory)
 
     def remove_once_started() -> None:
-        deadline = time.monotonic() + 300
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        with marker.open(encoding="utf-8") as fifo:  # blocks until __init__ began
+            fifo.read()
         simulated.kill_node(3)
 
     remover = threading.Thread(target=remove_once_started, daemon=True)

@@ -1,4 +1,4 @@
-"""Node loss under a running job, on a module-scoped cluster of its own.
+"""Node loss under a running job, on the plugin's unlabelled shape (its own).
 
 The nodes carry no rank labels, so this module also checks the fallback order live: the
 driver's node first, then (all IPs being 127.0.0.1) by node id.
@@ -6,7 +6,7 @@ driver's node first, then (all IPs being 127.0.0.1) by node id.
 
 from __future__ import annotations
 
-import time
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,22 +16,34 @@ from ray.util.placement_group import placement_group_table
 from placement_ray._cluster import Cluster
 from placement_ray._failure import check_health, occupants
 from placement_ray._slime.layout import SlimeLayout, create_placement_groups
-from placement_ray.errors import NodeLostError, NoSpareNodeError
+from placement_ray.errors import ArgumentError, NodeLostError, NoSpareNodeError
 from placement_ray.testing import SimulatedCluster
+
+UNLABELLED = {"nodes": 3, "labelled": False, "gpus_per_node": 2, "cpus_per_node": 2}
+pytestmark = pytest.mark.placement_cluster(**UNLABELLED)
 
 
 @pytest.fixture(scope="module")
-def lossy() -> Iterator[tuple[Any, Cluster, SlimeLayout]]:
-    """3 unlabelled nodes x 2 GPUs, fully reserved by a disaggregated slime layout."""
-    with SimulatedCluster(nodes=3, labelled=False, gpus_per_node=2, cpus_per_node=2) as simulated:
-        view = simulated.view()
-        layout = create_placement_groups(1, 4, 2, cluster=view, timeout_s=30)
-        yield simulated.ray_cluster, view, layout
+def lossy(
+    placement_cluster_factory: Any,
+) -> Iterator[tuple[SimulatedCluster, Cluster, SlimeLayout]]:
+    """3 unlabelled nodes x 2 GPUs, fully reserved by a disaggregated slime layout; the
+    node a test kills is started again after the module."""
+    simulated = placement_cluster_factory.simulated(**UNLABELLED)
+    view = simulated.view()
+    layout = create_placement_groups(1, 4, 2, cluster=view, timeout_s=30)
+    try:
+        yield simulated, view, layout
+    finally:
+        layout.remove()
+        for rank in (1, 2):
+            with contextlib.suppress(ArgumentError):  # alive: nothing to start again
+                simulated.restore_node(rank)
 
 
 def test_without_labels_the_driver_node_comes_first(lossy: Any) -> None:
-    sim, view, _ = lossy
-    assert view.node(0).node_id == sim.head_node.node_id
+    simulated, view, _ = lossy
+    assert view.node(0).node_id == simulated.node_id(0)
     rest = [n.node_id for n in view.nodes[1:]]
     assert rest == sorted(rest)
 
@@ -47,14 +59,9 @@ def test_a_healthy_job_reports_ok(lossy: Any) -> None:
 def test_a_lost_node_names_the_affected_ranks_and_the_stuck_group_is_removed(
     lossy: Any,
 ) -> None:
-    sim, view, layout = lossy
+    simulated, view, layout = lossy
     victim = view.node(2)
-    node = next(n for n in sim.worker_nodes if n.node_id == victim.node_id)
-    sim.remove_node(node)
-    deadline = time.monotonic() + 60
-    while victim.node_id in view.alive_node_ids():
-        assert time.monotonic() < deadline, "node removal not noticed in 60s"
-        time.sleep(0.2)
+    simulated.kill_node(next(r for r in (1, 2) if simulated.node_id(r) == victim.node_id))
     workers = occupants("actor", layout.actor) + occupants("rollout", layout.rollout)
     lost = [w for w in workers if w.node_rank == 2]
     with pytest.raises(NodeLostError) as info:

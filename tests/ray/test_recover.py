@@ -29,7 +29,7 @@ from placement_ray import (
 from placement_ray.errors import ArgumentError, PlacementRayError
 from placement_ray.testing import SimulatedCluster
 
-from .conftest import LOSSY, restore_nodes
+from .conftest import LOSSY
 from .probes import Probe
 
 pytestmark = pytest.mark.placement_cluster(**LOSSY)
@@ -55,12 +55,11 @@ CONFIG = {
 
 @pytest.fixture(scope="module")
 def lossy(
-    placement_cluster_factory: Any,
+    lossy_cluster: tuple[SimulatedCluster, Cluster],
 ) -> Iterator[tuple[SimulatedCluster, Cluster, Launch, dict[str, list[dict[str, Any]]]]]:
     """The lossy cluster, the module's launch, and every rank's view from inside before a
-    loss; the killed nodes are started again afterwards."""
-    simulated = placement_cluster_factory.simulated(**LOSSY)
-    view = simulated.view()
+    loss (``lossy_cluster`` starts the killed nodes again afterwards)."""
+    simulated, view = lossy_cluster
     started = launch(
         CONFIG,
         {"actor": Probe, "rollout": Probe},
@@ -69,12 +68,9 @@ def lossy(
         on_node_loss="recover",
         timeout_s=300,
     )
-    try:
-        with started:
-            before = {c: started[c].execute("seen", timeout_s=300) for c in ("actor", "rollout")}
-            yield simulated, view, started, before
-    finally:
-        restore_nodes(simulated, (1, 2))
+    with started:
+        before = {c: started[c].execute("seen", timeout_s=300) for c in ("actor", "rollout")}
+        yield simulated, view, started, before
 
 
 def test_each_spare_is_reserved_whole_in_its_own_pinned_group(lossy: Any) -> None:

@@ -20,7 +20,7 @@ from placement_ray import Cluster, Launch, launch
 from placement_ray.errors import ArgumentError
 from placement_ray.testing import SimulatedCluster
 
-from .conftest import LOSSY, restore_nodes
+from .conftest import LOSSY
 
 pytestmark = pytest.mark.placement_cluster(**LOSSY)
 
@@ -49,19 +49,15 @@ class Counted:
 
 @pytest.fixture(scope="module")
 def warm(
-    placement_cluster_factory: Any,
+    lossy_cluster: tuple[SimulatedCluster, Cluster],
 ) -> Iterator[tuple[SimulatedCluster, Cluster, Launch, list[dict[str, Any]]]]:
-    simulated = placement_cluster_factory.simulated(**LOSSY)
-    view = simulated.view()
+    simulated, view = lossy_cluster
     started = launch(
         CONFIG, {"actor": Counted}, view, args={"actor": ["x"]}, warm_spares=True, timeout_s=300
     )
-    try:
-        with started:
-            before = started["actor"].execute("seen", timeout_s=300)
-            yield simulated, view, started, before
-    finally:
-        restore_nodes(simulated, (1,))
+    with started:
+        before = started["actor"].execute("seen", timeout_s=300)
+        yield simulated, view, started, before
 
 
 def _pid(worker: Any) -> int:

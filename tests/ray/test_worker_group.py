@@ -15,7 +15,7 @@ from placement_ray.demo.workers import DemoWorker
 from placement_ray.errors import ArgumentError, NodeLostError, PortNotHeldError
 from placement_ray.testing import SimulatedCluster
 
-from .conftest import LOSSY, restore_nodes
+from .conftest import LOSSY
 
 pytestmark = pytest.mark.placement_cluster(**LOSSY)
 
@@ -23,16 +23,14 @@ CONFIG = {"cluster": {"num_nodes": 4, "component_placement": {"actor": "0-3"}}}
 
 
 @pytest.fixture(scope="module")
-def two_nodes(placement_cluster_factory: Any) -> Iterator[tuple[SimulatedCluster, Cluster, Launch]]:
+def two_nodes(
+    lossy_cluster: tuple[SimulatedCluster, Cluster],
+) -> Iterator[tuple[SimulatedCluster, Cluster, Launch]]:
     """Nodes 0-1 of the lossy shape (2 GPUs each); one actor per GPU (ranks 2, 3 on node 1)."""
-    simulated = placement_cluster_factory.simulated(**LOSSY)
-    view = simulated.view()
+    simulated, view = lossy_cluster
     launched = launch(CONFIG, {"actor": DemoWorker}, view, timeout_s=120)
-    try:
+    with launched:
         yield simulated, view, launched
-    finally:
-        launched.shutdown()
-        restore_nodes(simulated, (1,))
 
 
 def test_workers_hand_the_master_port_over_themselves(two_nodes: Any) -> None:

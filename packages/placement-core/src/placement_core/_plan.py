@@ -48,7 +48,7 @@ from ._scalars import is_int
 from ._shown import shown
 from ._sources import attach_hardware, explains_shortfalls, inventory_for
 from ._spaces import ResourceSpace, SpaceKind, build_space
-from ._spares import Move, Spares, refuse_spares, spare_cover
+from ._spares import Move, Spares, refuse_spares, spare_cover, without_spares
 from ._topology_plan import TopologySolver
 
 __all__ = ["NodeOccupancy", "Occupancy", "Occupant", "Plan", "plan"]
@@ -249,7 +249,8 @@ class Plan:
 
     def _repr_html_(self) -> str:
         """The plan's picture in a notebook (Jupyter calls this)."""
-        # Imported here: the renderers build on this module.
+        # Imported on demand: importing placement_core loads no renderer (the renderers
+        # import this module for annotations only, so this makes no import circle).
         from .render._html import notebook_html
 
         return notebook_html(self)
@@ -383,7 +384,7 @@ def plan(
         base = f"cluster.component_placement.{key}"
         if config.spare_nodes:
             used = list(dict.fromkeys(run.node_rank for _, run, _ in entries))
-            refuse_spares(config, space, used, f"{base}.placement", rule.placement)
+            refuse_spares(config, space, used, f"{base}.placement")
         entries, placements = _with_topology(
             base, rule, space, entries, inventory, solver, warnings
         )
@@ -428,6 +429,8 @@ def _prepare_rule(
         except (PlacementRuleError, InventoryError) as error:
             raise error.with_path(f"{base}.node_group") from None
         spaces[rule.node_groups] = space
+    if config.spare_nodes and any(s.resources is None for s in parsed.segments):
+        space = without_spares(space, config.spare_nodes)  # `all`: every usable resource
     if isinstance(rule.nvlink_group, int) and rule.nvlink_group > 1:
         parsed = domain_packed_rule(parsed, space, rule.nvlink_group, inventory)
     return parsed, space

@@ -269,6 +269,23 @@ class _ReadNode:
     warnings: tuple[str, ...] = ()
 
 
+def _left_out(name: str, rank: int, what: str, cause: str) -> str:
+    """The one wording of a snapshot that came back short, as a shortfall: what the plan
+    goes without, and why (an NVML failure of the node, or a GPU entry with an error)."""
+    return f"{name}: node {rank}: planned without {what} (left out): {cause}"
+
+
+def _refused(name: str, field: str, rank: int, what: str, cause: str, fix: str) -> InventoryError:
+    """The same, refused (without ``accept_partial``): why, the fix, and how to accept it."""
+    return _snapshot_error(
+        name,
+        field,
+        f"node {rank}: {cause}. {fix} and take the snapshot again, "
+        f"or accept the snapshot knowingly (--accept-partial, accept_partial=True) to plan "
+        f"node {rank} without {what}",
+    )
+
+
 def _nvml_failure(snapshot: _Snapshot, rank: int, name: str, accept_partial: bool) -> list[str]:
     """The snapshot's ``nvml_error`` as a shortfall; an error when it read no accelerator."""
     error = snapshot.nvml_error
@@ -279,19 +296,11 @@ def _nvml_failure(snapshot: _Snapshot, rank: int, name: str, accept_partial: boo
             f"{name}: node {rank}: the snapshot reports an NVML problem beside what it read: "
             f"{error}"
         ]
+    cause = f"the snapshot could not read the node's accelerators ({shown(error)})"
     if not accept_partial:
-        raise _snapshot_error(
-            name,
-            "nvml_error",
-            f"node {rank}: the snapshot could not read the node's accelerators ({error}); it "
-            "does not describe a node without accelerators. Take the snapshot again where "
-            "the NVIDIA driver works, or accept it knowingly (--accept-partial, "
-            f"accept_partial=True) to plan node {rank} without accelerators",
-        )
-    return [
-        f"{name}: node {rank}: planned without accelerators: the snapshot could not read "
-        f"them ({error})"
-    ]
+        fix = "It does not describe a node without accelerators: fix the NVIDIA driver"
+        raise _refused(name, "nvml_error", rank, "accelerators", cause, fix)
+    return [_left_out(name, rank, "accelerators", cause)]
 
 
 def _accelerators(
@@ -306,19 +315,12 @@ def _accelerators(
             )
         seen.add(entry.index)
         if entry.error is not None:
+            what = f"accelerator {entry.index}"
+            cause = f"{what} failed a query when the snapshot was taken ({shown(entry.error)})"
             if not accept_partial:
-                raise _snapshot_error(
-                    name,
-                    f"accelerators[{i}].error",
-                    f"node {rank}: accelerator {entry.index} failed a query when the snapshot "
-                    f"was taken ({shown(entry.error)}); it is never planned on. Fix the device "
-                    "(or its permissions) and take the snapshot again, or accept the snapshot "
-                    "knowingly (--accept-partial, accept_partial=True) to plan without it",
-                )
-            shortfalls.append(
-                f"{name}: node {rank}: accelerator {entry.index} left out: it failed a query "
-                f"when the snapshot was taken ({entry.error})"
-            )
+                fix = "It is never planned on: fix the device (or its permissions)"
+                raise _refused(name, f"accelerators[{i}].error", rank, what, cause, fix)
+            shortfalls.append(_left_out(name, rank, what, cause))
             continue
         accelerators.append(_accelerator(entry, name, i))
     return accelerators

@@ -12,7 +12,7 @@ of those groups gives it, and its hardware devices (type and count). That makes
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from ._checks import nodes
@@ -30,6 +30,7 @@ __all__ = [
     "node_profile",
     "refuse_spares",
     "spare_cover",
+    "without_spares",
 ]
 
 
@@ -166,8 +167,25 @@ def spare_cover(config: ClusterConfig, inventory: Inventory, used: Iterable[int]
     )
 
 
+def without_spares(space: ResourceSpace, spares: Iterable[int]) -> ResourceSpace:
+    """The space without the spare nodes' resources, numbered on from 0 in order.
+
+    A rule's ``all`` means every resource a component may use, so it is resolved against
+    this space: the spares are left out rather than refused.
+    """
+    kept = [run for run in space.runs if run.node_rank not in frozenset(spares)]
+    if len(kept) == len(space.runs):
+        return space
+    runs = []
+    start = 0
+    for run in kept:
+        runs.append(replace(run, start=start))
+        start += len(run.local_ids)
+    return ResourceSpace(space.groups, runs)
+
+
 def refuse_spares(
-    config: ClusterConfig, space: ResourceSpace, used: Sequence[int], path: str, text: str = ""
+    config: ClusterConfig, space: ResourceSpace, used: Sequence[int], path: str
 ) -> None:
     """Refuse a rule that places processes on spare nodes.
 
@@ -176,7 +194,6 @@ def refuse_spares(
         space: The rule's resource space.
         used: The nodes the rule's processes are on.
         path: The rule's YAML path.
-        text: The rule as written (a hint is added when it says ``all``).
 
     Raises:
         PlacementRuleError: Some of ``used`` are spares; the message says which resource
@@ -191,12 +208,11 @@ def refuse_spares(
     for run in space.runs:
         ranks = range(run.start, run.start + len(run.local_ids))
         (on_spares if run.node_rank in spares else others).extend(ranks)
-    hint = " ('all' counts the spares' resources too)" if "all" in text.lower() else ""
     raise PlacementRuleError(
         f"the rule places processes on spare {nodes(taken)} (cluster.spare_nodes "
         f"{format_rank_list(config.spare_nodes)}), which no component may use: "
         f"{space.describe()} has {format_rank_list(on_spares)} on spare nodes; place on "
-        f"{format_rank_list(others) or 'other nodes'} instead{hint}",
+        f"{format_rank_list(others) or 'other nodes'} instead",
         path=path,
     )
 

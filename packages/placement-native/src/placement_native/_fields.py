@@ -29,11 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import starmap
 from operator import attrgetter
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from . import _host
-from ._model import FABRIC_STATES, Accelerator, Fabric, MigInstance, Process, record_maker
+from ._parts import FABRIC_STATES, Fabric, MigInstance, Process, record_maker
 from .errors import NVML_CODE_NAMES, NVMLError, nvml_error
+
+if TYPE_CHECKING:
+    from ._model import Accelerator
 
 __all__ = [
     "ACCELERATOR_FIELDS",

@@ -38,8 +38,8 @@ from __future__ import annotations
 import logging
 
 from ._allocate import Worker
+from ._attach import attach
 from ._cluster import Cluster
-from ._detach import attach
 from ._failure import HealthReport, Occupant, check_health, occupants
 from ._launch import Launch, launch
 from ._lease_errors import JobNameTakenError, LeaseError, LedgerVersionError, QueueTimeoutError

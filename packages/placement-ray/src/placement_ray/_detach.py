@@ -14,7 +14,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import ray
 from ray import cloudpickle
@@ -28,15 +29,21 @@ from ._worker_group import WorkerGroup
 from .errors import ArgumentError, ClusterError, ForeignClusterError, LaunchNotFoundError
 
 if TYPE_CHECKING:
-    from ._launch import Launch
+    from placement_core import Plan
+
+    from ._placement_groups import OrderedPlacementGroup
+    from ._recover import RecoveryReport
 
 __all__ = [
     "RECORD_PREFIX",
-    "attach",
+    "RecordedJob",
     "forget_launch",
     "launch_manifest",
+    "read_state",
     "refuse_taken",
     "save_launch",
+    "saved_groups",
+    "saved_standbys",
 ]
 
 logger = logging.getLogger(__name__)
@@ -45,6 +52,28 @@ RECORD_PREFIX = "placement-launch/"
 """A detached launch's record is the actor ``placement-launch/<name>`` of its namespace."""
 
 _FORMAT = 1
+
+
+class RecordedJob(Protocol):
+    """What the record and the manifest read of a launch (``Launch`` is one); this module
+    imports nothing of ``_launch``, which calls it (``attach`` lives in ``_attach``)."""
+
+    name: str | None
+    plan: Plan
+    cluster: Cluster
+    on_node_loss: str
+    recoveries: list[RecoveryReport]
+    worker_groups: dict[str, WorkerGroup]
+    standbys: Standbys
+
+    @property
+    def placement_groups(self) -> Mapping[int, OrderedPlacementGroup]: ...
+
+    @property
+    def spare_groups(self) -> Mapping[int, OrderedPlacementGroup]: ...
+
+    @property
+    def gpu_map(self) -> Mapping[tuple[int, int], int]: ...
 
 
 @ray.remote(num_cpus=0, max_restarts=0)
@@ -86,7 +115,7 @@ def refuse_taken(cluster: Cluster, name: str) -> None:
         )
 
 
-def _state(job: Launch) -> dict[str, Any]:
+def _state(job: RecordedJob) -> dict[str, Any]:
     groups = {
         c: {
             "workers": [dataclasses.replace(w, handle=None) for w in g.workers],
@@ -116,7 +145,7 @@ def _state(job: Launch) -> dict[str, Any]:
     }
 
 
-def save_launch(job: Launch) -> None:
+def save_launch(job: RecordedJob) -> None:
     """Write a named launch's record into its detached record actor (created if needed)."""
     assert job.name is not None
     actor = _LaunchRecord.options(  # type: ignore[attr-defined]
@@ -132,7 +161,7 @@ def save_launch(job: Launch) -> None:
     ray.get(actor.put.remote(state), timeout=60)
 
 
-def forget_launch(job: Launch) -> None:
+def forget_launch(job: RecordedJob) -> None:
     """Remove a named launch's record: ``attach`` no longer finds it."""
     if job.name is None:
         return
@@ -192,7 +221,7 @@ def _handle(worker: Worker, namespace: str) -> Any | None:
         return None
 
 
-def _groups(state: dict[str, Any], cluster: Cluster) -> dict[str, WorkerGroup]:
+def saved_groups(state: dict[str, Any], cluster: Cluster) -> dict[str, WorkerGroup]:
     groups: dict[str, WorkerGroup] = {}
     missing: list[str] = []
     for component, saved in state["groups"].items():
@@ -220,30 +249,15 @@ def _groups(state: dict[str, Any], cluster: Cluster) -> dict[str, WorkerGroup]:
     return groups
 
 
-def attach(name: str, cluster: Cluster | None = None) -> Launch:
-    """Rebuild a detached launch in a new driver: the same workers, groups and ranks.
-
-    Args:
-        name: The launch's name (``launch(..., name=name, detached=True)``).
-        cluster: The job's cluster view (default: ``Cluster()``, the job of the current
-            Ray namespace).
-
-    Returns:
-        The launch, its workers reached by their actor names.
+def read_state(name: str, cluster: Cluster) -> dict[str, Any]:
+    """The record of detached launch ``name``, checked against this driver's view.
 
     Raises:
-        ArgumentError: ``name`` is not a non-empty str.
         LaunchNotFoundError: no detached launch of that name in this namespace (the
             message names the namespace that holds one, if any).
         ForeignClusterError: the launch was made on another Ray cluster.
         ClusterError: this driver's view orders the nodes differently from the launch's.
     """
-    from ._launch import Launch
-
-    if not isinstance(name, str) or not name:
-        raise ArgumentError(f"name: expected the non-empty name of a launch, got {name!r}")
-    if cluster is None:
-        cluster = Cluster()
     raw = _read_record(name, cluster.namespace)
     if raw is None:
         raise _not_found(name, cluster.namespace)
@@ -255,30 +269,16 @@ def attach(name: str, cluster: Cluster | None = None) -> Launch:
             expected=str(state["cluster_id"]),
             found=cluster.cluster_id,
         )
-    the_plan = state["plan"]
-    ids = [n.node_id for n in the_plan.inventory.nodes]
+    ids = [n.node_id for n in state["plan"].inventory.nodes]
     if ids != [n.node_id for n in cluster.nodes]:
         raise ClusterError(
             f"attach: launch {name!r} ordered the nodes {ids}; this driver's view orders "
             f"them {[n.node_id for n in cluster.nodes]}"
         )
-    job = Launch(
-        the_plan,
-        cluster,
-        state["placement_groups"],
-        _groups(state, cluster),
-        state["gpu_map"],
-        spare_groups=state["spare_groups"],
-        on_node_loss=state["on_node_loss"],
-        name=name,
-        detached=True,
-    )
-    job.recoveries.extend(state["recoveries"])
-    job.standbys = _standbys(state.get("standbys", {}), cluster)
-    return job
+    return state
 
 
-def _standbys(saved: dict[Any, list[Worker]], cluster: Cluster) -> Standbys:
+def saved_standbys(saved: dict[Any, list[Worker]], cluster: Cluster) -> Standbys:
     """The saved standbys still alive, reached by their actor names."""
     standbys = Standbys()
     for key, workers in saved.items():
@@ -290,7 +290,7 @@ def _standbys(saved: dict[Any, list[Worker]], cluster: Cluster) -> Standbys:
     return standbys
 
 
-def launch_manifest(job: Launch) -> dict[str, Any]:
+def launch_manifest(job: RecordedJob) -> dict[str, Any]:
     """See ``Launch.manifest``."""
     components: dict[str, list[dict[str, Any]]] = {}
     for component, group in job.worker_groups.items():

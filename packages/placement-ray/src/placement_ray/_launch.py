@@ -56,16 +56,15 @@ from ._cluster import Cluster
 from ._colocation import SHARE_QUANTUM, GpuShare, check_shares, default_share, validate_share
 from ._detach import forget_launch, launch_manifest, refuse_taken, save_launch
 from ._failure import HealthReport, check_health
-from ._leases import SharedLease, launch_shared
-from ._placement_groups import OrderedPlacementGroup, remove_groups, reserve_nodes
-from ._recover import RecoveryReport, recover, reserve_spares
+from ._leases import launch_shared
+from ._placement_groups import OrderedPlacementGroup
+from ._recover import RecoveryReport, recover
 from ._request import (
     WorkerOptions,
-    WorkerRequest,
     placement_kind,
-    seat_for,
     worker_request,
 )
+from ._reservation import Reservation, map_gpus
 from ._standby import Standbys, spare_requests, warm_standbys
 from ._startup import Started, start_workers
 from ._worker import COMPONENT_ENV, MASTER_PORT_BLOCK
@@ -215,55 +214,18 @@ def _pending(the_plan: Plan, gpu_share: Any) -> list[_Pending]:
     return out
 
 
-def map_gpus(
-    planned: Iterable[tuple[int, int]], held: Iterable[tuple[int, int, int]]
-) -> dict[tuple[int, int], tuple[int, int]]:
-    """Map each planned ``(node, GPU id)`` onto a held ``(physical GPU, bundle index)``.
-
-    Per node, the planned ids and the held GPUs are both sorted and paired in order, so
-    the map is a bijection that keeps order (and is the identity where Ray holds exactly
-    the planned GPUs, e.g. a whole node).
-
-    Args:
-        planned: The plan's GPUs, ``(node rank, id)``.
-        held: The reserved bundles, ``(node rank, physical GPU id, bundle index)``.
-
-    Raises:
-        ArgumentError: a node holds a different number of GPUs than planned on it.
-    """
-    by_node: dict[int, list[int]] = defaultdict(list)
-    for node, gpu in planned:
-        by_node[node].append(gpu)
-    slots: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for node, physical, index in held:
-        slots[node].append((physical, index))
-    if {n: len(g) for n, g in by_node.items()} != {n: len(h) for n, h in slots.items()}:
-        raise ArgumentError(
-            "held bundles do not match the planned GPUs per node: planned "
-            f"{ {n: len(g) for n, g in sorted(by_node.items())} }, held "
-            f"{ {n: len(h) for n, h in sorted(slots.items())} }"
-        )
-    mapping: dict[tuple[int, int], tuple[int, int]] = {}
-    for node, gpus in by_node.items():
-        for gpu, pair in zip(sorted(gpus), sorted(slots[node]), strict=True):
-            mapping[(node, gpu)] = pair
-    return mapping
-
-
 def _reserve(
     cluster: Cluster,
     workers: Sequence[_Pending],
+    spare_nodes: Sequence[int],
     *,
     cpus_per_bundle: float,
     timeout_s: float | None,
-    name: str = "",
-    lifetime: str | None = None,
-) -> tuple[dict[int, OrderedPlacementGroup], dict[tuple[int, int], tuple[int, int]]]:
-    """One placement group per node (``reserve_nodes``), one bundle per planned GPU on it.
-
-    Returns the groups by node rank and ``(node, plan id) -> (physical, bundle index)``.
-    ``timeout_s`` bounds all the groups together.
-    """
+    name: str,
+    lifetime: str | None,
+) -> Reservation:
+    """The job's reservation: a group per used node, a bundle per planned GPU on it, and
+    a group per spare (see ``Reservation.reserve``); all or none."""
     refuse_fractions(  # before any group exists
         (w.name, cluster.node(w.placement.node_rank), w.share) for w in workers if w.kind == "gpu"
     )
@@ -278,66 +240,16 @@ def _reserve(
     per_node: dict[int, int] = defaultdict(int)
     for node, _ in keys:
         per_node[node] += 1
-    groups = reserve_nodes(
+    return Reservation.reserve(
         cluster,
         per_node,
-        cpus_per_bundle=cpus_per_bundle,
-        timeout_s=timeout_s,
-        name=name,
-        kind="node",
-        lifetime=lifetime,
-    )
-    held = [(s.node_rank, s.gpu_id, s.index) for g in groups.values() for s in g.slots]
-    mapping = map_gpus(keys, held)
-    moved = sorted(k for k, (physical, _) in mapping.items() if k[1] != physical)
-    if moved:
-        logger.info(
-            "Ray reserved other physical GPUs than the plan's ids on %d GPU(s) (partial "
-            "nodes); workers see the reserved ones, e.g. node %d GPU %d -> %d",
-            len(moved),
-            moved[0][0],
-            moved[0][1],
-            mapping[moved[0]][0],
-        )
-    return groups, mapping
-
-
-def _reserve_with_spares(
-    cluster: Cluster,
-    workers: Sequence[_Pending],
-    spare_nodes: Sequence[int],
-    *,
-    cpus_per_bundle: float,
-    timeout_s: float | None,
-    name: str,
-    lifetime: str | None,
-) -> tuple[
-    dict[int, OrderedPlacementGroup],
-    dict[tuple[int, int], tuple[int, int]],
-    dict[int, OrderedPlacementGroup],
-]:
-    """The used nodes' groups (see ``_reserve``), then each spare's; all or none."""
-    pgs, mapping = _reserve(
-        cluster,
-        workers,
+        spare_nodes,
+        planned=keys,
         cpus_per_bundle=cpus_per_bundle,
         timeout_s=timeout_s,
         name=name,
         lifetime=lifetime,
     )
-    try:
-        spares = reserve_spares(
-            cluster,
-            spare_nodes,
-            cpus_per_bundle=cpus_per_bundle,
-            timeout_s=timeout_s,
-            name=name,
-            lifetime=lifetime,
-        )
-    except BaseException:
-        remove_groups(cluster, pgs.values())
-        raise
-    return pgs, mapping, spares
 
 
 def _refuse_busy(the_plan: Plan) -> None:
@@ -377,22 +289,16 @@ class Launch:
         plan: The live plan that was launched.
         cluster: The job's cluster view, its nodes numbered as the plan numbers them
             (by NVLink domain where the config's ``cluster.node_order`` asks).
-        placement_groups: Node rank -> the placement group holding the plan's GPUs on
-            that node (one per node, so a lost node takes only its own workers along).
         worker_groups: Component name -> its ``WorkerGroup``, in plan order.
-        gpu_map: ``(node rank, plan GPU id) -> physical GPU id`` actually held.
-        spare_groups: Spare node rank -> the placement group reserving it (every
-            accelerator of the node), until a recovery takes it over.
         on_node_loss: ``"raise"`` or ``"recover"`` (see :func:`launch`).
         name: The launch's name (``launch(..., name=...)``), or None.
         detached: Whether its actors and placement groups outlive the driver.
         recoveries: The reports of the recoveries done so far, oldest first.
         standbys: The warm spares' standby workers not adopted yet (empty without
             ``warm_spares``).
-        lease: With ``share_cluster``: the job's lease in the cluster's ledger, else None.
+        reservation: Every placement group the job holds (``placement_groups``,
+            ``spare_groups`` and ``gpu_map`` are its views); removed by :meth:`shutdown`.
     """
-
-    lease: SharedLease | None = None
 
     def __init__(
         self,
@@ -407,13 +313,16 @@ class Launch:
         name: str | None = None,
         detached: bool = False,
         standbys: Standbys | None = None,
+        reservation: Reservation | None = None,
     ) -> None:
         self.plan = the_plan
         self.cluster = cluster
-        self.placement_groups = dict(placement_groups)
+        if reservation is None:
+            reservation = Reservation(
+                cluster, placement_groups, spare_groups or {}, gpu_map=gpu_map
+            )
+        self.reservation = reservation
         self.worker_groups = dict(worker_groups)
-        self.gpu_map = dict(gpu_map)
-        self.spare_groups = dict(spare_groups or {})
         self.on_node_loss = _check_on_node_loss(on_node_loss)
         self.name = name
         self.detached = detached
@@ -423,6 +332,23 @@ class Launch:
         if self.on_node_loss == "recover":
             for group in self.worker_groups.values():
                 group.on_node_loss = self._recover_after
+
+    @property
+    def placement_groups(self) -> dict[int, OrderedPlacementGroup]:
+        """Node rank -> the placement group holding the plan's GPUs on that node (one per
+        node, so a lost node takes only its own workers along); the reservation's."""
+        return self.reservation.groups
+
+    @property
+    def spare_groups(self) -> dict[int, OrderedPlacementGroup]:
+        """Spare node rank -> the placement group reserving it (every accelerator of the
+        node), until a recovery takes it over; the reservation's."""
+        return self.reservation.spares
+
+    @property
+    def gpu_map(self) -> dict[tuple[int, int], int]:
+        """``(node rank, plan GPU id) -> physical GPU id`` actually held; the reservation's."""
+        return self.reservation.gpu_map
 
     def placement_group(self, node_rank: int) -> OrderedPlacementGroup:
         """The placement group holding the plan's GPUs on node ``node_rank``.
@@ -519,7 +445,7 @@ class Launch:
         """
         self._check_open()
         occupants = [o for group in self.worker_groups.values() for o in group.occupants()]
-        groups = [*self.placement_groups.values(), *self.spare_groups.values()]
+        groups = list(self.reservation.all_groups)
         report = check_health(
             self.cluster,
             occupants,
@@ -553,13 +479,10 @@ class Launch:
     def _drop_nodes(self, lost: Iterable[int]) -> None:
         """Remove the lost nodes' placement groups (used or spare) and their workers."""
         ranks = set(lost)
-        gone = [self.placement_groups.pop(r) for r in ranks if r in self.placement_groups]
-        gone += [self.spare_groups.pop(r) for r in ranks if r in self.spare_groups]
         self.standbys.stop(ranks, cluster=self.cluster)
-        remove_groups(self.cluster, gone)
+        self.reservation.drop(ranks)
         dead = [w for g in self.worker_groups.values() for w in g.workers if w.node_rank in ranks]
         release(dead, self.cluster.shares)
-        self.gpu_map = {k: v for k, v in self.gpu_map.items() if k[0] not in ranks}
 
     def _adopt(
         self,
@@ -569,11 +492,7 @@ class Launch:
         master: Mapping[str, tuple[str, int | None]],
     ) -> None:
         """Take the re-created workers in, the spares' groups as used groups."""
-        for move in moves:
-            taken = self.spare_groups.pop(move.spare, None)
-            if taken is not None:
-                self.placement_groups[move.spare] = taken
-                self.gpu_map.update({(move.spare, s.gpu_id): s.gpu_id for s in taken.slots})
+        self.reservation.take_spares(move.spare for move in moves)
         by_component: dict[str, dict[int, tuple[Worker, Mapping[str, Any]]]] = defaultdict(dict)
         for worker, report in zip(started.workers, started.reports, strict=True):
             by_component[worker.component][worker.rank] = (worker, report)
@@ -617,11 +536,9 @@ class Launch:
         for group in self.worker_groups.values():
             group.kill()
         self.standbys.stop(cluster=self.cluster)
-        remove_groups(self.cluster, [*self.placement_groups.values(), *self.spare_groups.values()])
+        self.reservation.release()
         if self.detached and self.name is not None:
             forget_launch(self)
-        if self.lease is not None:  # share_cluster: the next waiter may start
-            self.lease.release()
 
     def __enter__(self) -> Launch:
         return self
@@ -802,7 +719,7 @@ def launch(
         GpuShare(w.name, node, gpu, w.share) for w in pending for node, gpu in _gpus(w.placement)
     )
     check_interpreters(cluster, _interpreters(the_plan))
-    pgs, mapping, spares = _reserve_with_spares(
+    reservation = _reserve(
         cluster,
         pending,
         the_plan.config.spare_nodes,
@@ -811,35 +728,36 @@ def launch(
         name=name or "",
         lifetime="detached" if detached else None,
     )
-    requests = [_request(the_plan, w, options[w.component], pgs, mapping) for w in pending]
+    requests = [
+        worker_request(
+            the_plan, w.component, w.placement, options[w.component], reservation.seat(w.placement)
+        )
+        for w in pending
+    ]
     started = start_workers(
-        requests,
-        cluster=cluster,
-        timeout_s=timeout_s,
-        cleanup=lambda: remove_groups(cluster, [*pgs.values(), *spares.values()]),
+        requests, cluster=cluster, timeout_s=timeout_s, cleanup=reservation.release
     )
-    groups = _worker_groups(the_plan, cluster, started)
-    gpu_map = {key: physical for key, (physical, _) in mapping.items()}
     standbys = None
     if warm_spares:
         standbys = warm_standbys(
-            spare_requests(the_plan.spares().replaces, started.workers, spares),
+            spare_requests(the_plan.spares().replaces, started.workers, reservation.spares),
             cluster=cluster,
-            spare_groups=spares,
+            spare_groups=reservation.spares,
             name=name,
             timeout_s=timeout_s,
         )
     job = Launch(
         the_plan,
         cluster,
-        pgs,
-        groups,
-        gpu_map,
-        spare_groups=spares,
+        reservation.groups,
+        _worker_groups(the_plan, cluster, started),
+        reservation.gpu_map,
+        spare_groups=reservation.spares,
         on_node_loss=on_node_loss,
         name=name,
         detached=detached,
         standbys=standbys,
+        reservation=reservation,
     )
     if detached and name is not None:
         save_launch(job)
@@ -919,19 +837,6 @@ def _interpreters(the_plan: Plan) -> set[tuple[int, str]]:
         for p in placements
         if (path := the_plan.interpreter(component, p.rank)) is not None
     }
-
-
-def _request(
-    the_plan: Plan,
-    w: _Pending,
-    options: WorkerOptions,
-    pgs: Mapping[int, OrderedPlacementGroup],
-    mapping: Mapping[tuple[int, int], tuple[int, int]],
-) -> WorkerRequest:
-    """One pending worker's request, seated in its node's placement group."""
-    group = pgs.get(w.placement.node_rank)
-    seat = seat_for(w.placement, group.pg if group is not None else None, mapping)
-    return worker_request(the_plan, w.component, w.placement, options, seat)
 
 
 def _worker_groups(the_plan: Plan, cluster: Cluster, started: Started) -> dict[str, WorkerGroup]:

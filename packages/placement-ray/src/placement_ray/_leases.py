@@ -298,7 +298,7 @@ def launch_shared(launch: Callable[..., Launch], given: dict[str, Any]) -> Launc
     except BaseException:
         lease.release()
         raise
-    job.lease = lease
+    job.reservation.lease = lease  # released with the job's groups
     try:
         lease.confirm(job.gpu_map, job.spare_groups)
     except BaseException:

@@ -21,8 +21,11 @@ the spare while the job runs. :func:`recover` then does, after a node loss:
 6. put the new workers in their ranks' places: survivors keep their processes and
    handles, ``WorkerGroup`` calls reach every rank in rank order.
 
-slime's layouts recover with the same pieces (``reserve_spares``, ``replan_lost``,
-``reissue``, ``start_again``, ``announce``; see ``_slime/recover.py``).
+The job's placement groups (used, spare) are its ``Reservation``'s (``_reservation.py``):
+step 3 is ``Reservation.drop``, step 6 ``Reservation.take_spares``. slime's layouts
+recover with the same pieces (``replan_lost``, ``reissue``, ``start_again``,
+``announce``; see ``_slime/recover.py``). This module knows the job only through
+``RecoveringJob``: it imports nothing of ``_launch``, which calls it.
 
 What the lost processes held in memory is gone: the application restores it from its
 checkpoint, and every component with a moved rank must form its process group again
@@ -35,7 +38,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import ray
 
@@ -43,7 +46,7 @@ from placement_core import Move, NoSpareError, Plan, Replan, format_rank_list, r
 
 from ._allocate import Worker
 from ._cluster import Cluster
-from ._placement_groups import OrderedPlacementGroup, held_slots, reserve_nodes
+from ._placement_groups import OrderedPlacementGroup, held_slots
 from ._request import WorkerRequest, seat_for
 from ._standby import Standbys
 from ._startup import LateEnv, Started, start_workers
@@ -51,17 +54,17 @@ from ._text import clean
 from .errors import ArgumentError, NoSpareNodeError, WorkerCallError
 
 if TYPE_CHECKING:
-    from ._launch import Launch
+    from ._reservation import Reservation
     from ._worker_group import WorkerGroup
 
 __all__ = [
+    "RecoveringJob",
     "RecoveryReport",
     "announce",
     "moved_ranks",
     "recover",
     "reissue",
     "replan_lost",
-    "reserve_spares",
     "start_again",
 ]
 
@@ -137,50 +140,32 @@ def _move_lines(move: Move, master: Mapping[str, object]) -> list[str]:
     ]
 
 
-def reserve_spares(
-    cluster: Cluster,
-    spares: Iterable[int],
-    *,
-    cpus_per_bundle: float = 0,
-    resource: str | None = None,
-    timeout_s: float | None = 60.0,
-    name: str = "",
-    lifetime: str | None = None,
-) -> dict[int, OrderedPlacementGroup]:
-    """One placement group per spare node, pinned to it, one bundle per accelerator.
+class RecoveringJob(Protocol):
+    """What :func:`recover` reads and calls of a launch (``Launch`` is one)."""
 
-    A spare without accelerators gets no group (its workers would sit on it by node
-    affinity, asking for no GPU).
+    plan: Plan
+    cluster: Cluster
+    reservation: Reservation
+    worker_groups: dict[str, WorkerGroup]
+    standbys: Standbys
 
-    Args:
-        cluster: The job's cluster view.
-        spares: The spare nodes' ranks.
-        cpus_per_bundle: CPUs in each bundle.
-        resource: The Ray resource of the bundles; None: each spare's own accelerators'.
-        timeout_s: Limit for all the groups together.
-        name: Name the groups ``<name>/spare-<rank>`` (empty: anonymous).
-        lifetime: None (dies with the driver) or ``"detached"``.
+    def _drop_nodes(self, lost: Iterable[int]) -> None: ...
 
-    Returns:
-        Spare node rank -> its group.
-    """
-    counts = {rank: len(cluster.node(rank).accelerators) for rank in spares}
-    return reserve_nodes(
-        cluster,
-        counts,
-        cpus_per_bundle=cpus_per_bundle,
-        resource=resource,
-        timeout_s=timeout_s,
-        name=name,
-        kind="spare",
-        lifetime=lifetime,
-    )
+    def _adopt(
+        self,
+        new_plan: Plan,
+        moves: Sequence[Move],
+        started: Started,
+        master: Mapping[str, tuple[str, int | None]],
+    ) -> None: ...
+
+    def _recovered(self, report: RecoveryReport) -> None: ...
 
 
-def _lost_nodes(job: Launch) -> list[int]:
+def _lost_nodes(job: RecoveringJob) -> list[int]:
     alive = job.cluster.alive_node_ids()
     watched = {p.node_rank for ps in job.plan.components.values() for p in ps}
-    watched.update(job.spare_groups)
+    watched.update(job.reservation.spares)
     watched.update(job.plan.config.spare_nodes)
     return sorted(r for r in watched if job.cluster.node(r).node_id not in alive)
 
@@ -198,11 +183,10 @@ def reissue(worker: Worker, new_plan: Plan, group: OrderedPlacementGroup | None)
     return worker.request.reissue(new_plan, placement, seat)
 
 
-def _requests(job: Launch, new_plan: Plan, moves: Sequence[Move]) -> list[WorkerRequest]:
+def _requests(job: RecoveringJob, new_plan: Plan, moves: Sequence[Move]) -> list[WorkerRequest]:
+    spares = job.reservation.spares
     return [
-        reissue(
-            job.worker_groups[component].workers[rank], new_plan, job.spare_groups.get(move.spare)
-        )
+        reissue(job.worker_groups[component].workers[rank], new_plan, spares.get(move.spare))
         for move in moves
         for component, ranks in move.ranks.items()
         for rank in ranks
@@ -295,7 +279,7 @@ def moved_ranks(moves: Sequence[Move]) -> dict[str, set[int]]:
     return out
 
 
-def recover(job: Launch, *, timeout_s: float | None = 120.0) -> RecoveryReport:
+def recover(job: RecoveringJob, *, timeout_s: float | None = 120.0) -> RecoveryReport:
     """Re-create the workers of the job's lost nodes on spares; see the module docstring.
 
     Raises:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ __all__ = [
     "ClusterSpec",
     "SimulatedCluster",
 ]
+
+logger = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0" keeps every Ray address on loopback
@@ -194,6 +197,18 @@ class Baseline:
     available: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
+_START_ATTEMPTS = 3
+"""How many times a simulated cluster is started before its start counts as failed."""
+
+
+def _load_factor() -> float:
+    """How much slower than idle this machine runs now: the 1-minute load average per
+    CPU, at least 1 and at most 4 (1 where the platform has no load average)."""
+    if not hasattr(os, "getloadavg"):
+        return 1.0
+    return min(max(os.getloadavg()[0] / (os.cpu_count() or 1), 1.0), 4.0)
+
+
 def _require_loopback() -> None:
     from ray._private import ray_constants  # what Ray read from LOOPBACK_ENV at import
 
@@ -289,6 +304,30 @@ class SimulatedCluster:
         return args
 
     def _start(self) -> Any:
+        """Start the nodes; on a loaded machine, wait longer and try again.
+
+        The wait is ``spec.timeout_s`` times the machine's load per CPU (at least 1, at
+        most 4). Ray gives a starting node a fixed 30 s to register, which a busy machine
+        can miss: the cluster is then shut down and started again, up to
+        ``_START_ATTEMPTS`` times within the wait.
+        """
+        budget = self.spec.timeout_s * _load_factor()
+        deadline = time.monotonic() + budget
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            try:
+                return self._start_once(max(deadline - time.monotonic(), 1.0))
+            except Exception as exc:
+                if attempt == _START_ATTEMPTS or time.monotonic() >= deadline:
+                    raise ClusterError(
+                        f"the simulated cluster of {self.spec.nodes} nodes did not come up "
+                        f"within {budget:.0f}s ({attempt} attempt(s); timeout_s "
+                        f"{self.spec.timeout_s:g} x load {_load_factor():.1f}): {exc} (is the "
+                        "machine overloaded?)"
+                    ) from exc
+                logger.warning("simulated cluster start %d failed, again: %s", attempt, exc)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _start_once(self, wait_s: float) -> Any:
         from ray.cluster_utils import Cluster as RayCluster
 
         cluster = RayCluster()
@@ -297,14 +336,9 @@ class SimulatedCluster:
                 self._nodes = {0: cluster.add_node(**self.node_args(0), include_dashboard=False)}
                 for rank in range(1, self.spec.nodes):
                     self._nodes[rank] = cluster.add_node(**self.node_args(rank))
-            cluster.wait_for_nodes(timeout=self.spec.timeout_s)
-        except Exception as exc:
-            cluster.shutdown()  # type: ignore[no-untyped-call]
-            raise ClusterError(
-                f"the simulated cluster of {self.spec.nodes} nodes did not come up within "
-                f"{self.spec.timeout_s:g}s: {exc} (is the machine overloaded?)"
-            ) from exc
+            cluster.wait_for_nodes(timeout=wait_s)
         except BaseException:
+            self._nodes = {}
             cluster.shutdown()  # type: ignore[no-untyped-call]
             raise
         return cluster
@@ -410,12 +444,32 @@ class SimulatedCluster:
             )
         self.ray_cluster.remove_node(node)
         del self._nodes[rank]
-        deadline = time.monotonic() + self.spec.timeout_s
-        while any(n["NodeID"] == node.node_id for n in alive_nodes()):
+        self.wait_gone(node.node_id, f"node {rank}")
+
+    def node_id(self, rank: int) -> str:
+        """The Ray node id of the spec's live node ``rank`` (the job's view may number the
+        nodes otherwise where they carry no ``node-rank`` label).
+
+        Raises:
+            ArgumentError: no live node of that rank here.
+        """
+        node = self._nodes.get(rank)
+        if node is None:
+            raise ArgumentError(f"rank: expected a live node {sorted(self._nodes)}, got {rank!r}")
+        return str(node.node_id)
+
+    def wait_gone(self, node_id: str, what: str = "the node") -> None:
+        """Wait until Ray no longer lists node ``node_id`` alive (after a removal).
+
+        Raises:
+            ClusterError: still listed alive ``timeout_s`` (the spec's) times the load later.
+        """
+        limit = self.spec.timeout_s * _load_factor()
+        deadline = time.monotonic() + limit
+        while any(n["NodeID"] == node_id for n in alive_nodes()):
             if time.monotonic() > deadline:
                 raise ClusterError(
-                    f"node {rank} ({node.node_id}) is still listed alive {self.spec.timeout_s:g}s "
-                    "after it was killed"
+                    f"{what} ({node_id}) is still listed alive {limit:.0f}s after it was removed"
                 )
             time.sleep(0.2)
 

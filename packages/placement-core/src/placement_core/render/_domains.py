@@ -7,9 +7,13 @@ join nodes of two domains (:func:`placement_core.render._grid.fold_nodes`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from placement_core._inventory import Node
-from placement_core._plan import Plan
 from placement_core._ranks import format_rank_list
+
+if TYPE_CHECKING:
+    from placement_core._plan import Plan
 
 __all__ = ["domain_bands", "renumbered_note"]
 

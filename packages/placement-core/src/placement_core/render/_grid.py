@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from placement_core._inventory import Node
-from placement_core._plan import NodeOccupancy, Plan
 from placement_core._ranks import format_rank_list
 
 from ._text import HardwareNumbers, node_kind, node_tag
+
+if TYPE_CHECKING:
+    from placement_core._plan import NodeOccupancy, Plan
 
 __all__ = [
     "CROSSING",

@@ -12,9 +12,12 @@ SVG in a scrolling box, its tooltips native.
 
 from __future__ import annotations
 
-from placement_core._plan import Plan
+from typing import TYPE_CHECKING
 
 from ._svg import HEADER_H, PlanPicture, render_svg, xml_escape
+
+if TYPE_CHECKING:
+    from placement_core._plan import Plan
 
 __all__ = ["NOTEBOOK_MAX_NODES", "notebook_html", "render_html"]
 

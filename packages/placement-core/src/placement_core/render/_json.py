@@ -5,12 +5,14 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Iterable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from placement_core._inventory import Accelerator, Node
-from placement_core._plan import Plan
 from placement_core._records import Placement
 from placement_core._topology_plan import inventory_has_topology
+
+if TYPE_CHECKING:
+    from placement_core._plan import Plan
 
 __all__ = ["JSON_SCHEMA_VERSION", "plan_to_dict", "render_json", "write_json"]
 

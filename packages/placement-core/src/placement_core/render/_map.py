@@ -12,8 +12,9 @@ the map stops after ``max_nodes`` rows.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from placement_core._inventory import Node
-from placement_core._plan import NodeOccupancy, Plan
 from placement_core._topology_plan import crosses_socket, inventory_has_topology
 
 from ._domains import domain_bands, renumbered_note
@@ -29,6 +30,9 @@ from ._text import (
     summary,
     warnings_block,
 )
+
+if TYPE_CHECKING:
+    from placement_core._plan import NodeOccupancy, Plan
 
 __all__ = ["component_codes", "render_map"]
 

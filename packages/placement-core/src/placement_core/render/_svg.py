@@ -21,15 +21,18 @@ import re
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from placement_core._env import CPU_AFFINITY_ENV, HARDWARE_TYPE_ENV, VISIBILITY_ENV_VARS
 from placement_core._inventory import Accelerator, Node
-from placement_core._plan import NodeOccupancy, Occupant, Plan
 from placement_core._ranks import format_rank_list
 
 from ._domains import domain_bands, renumbered_note
 from ._grid import Fold, component_codes, device_name, fold_nodes, occupants_label
 from ._text import hardware_numbers, node_kind, node_tag, plural, spares_block, summary
+
+if TYPE_CHECKING:
+    from placement_core._plan import NodeOccupancy, Occupant, Plan
 
 __all__ = ["PALETTE", "PlanPicture", "Swatch", "render_svg", "xml_escape"]
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from placement_core._hardware import FROM_NODE_KEY
-from placement_core._plan import Plan
 from placement_core._ranks import format_rank_list, parse_rank_list
 from placement_core._records import Placement
 from placement_core._topology_plan import inventory_has_topology
@@ -20,6 +20,9 @@ from ._text import (
     summary,
     warnings_block,
 )
+
+if TYPE_CHECKING:
+    from placement_core._plan import Plan
 
 __all__ = ["render_table"]
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from placement_core._checks import nodes
 from placement_core._hardware import FROM_NODE_KEY
 from placement_core._inventory import Node
-from placement_core._plan import Plan
 from placement_core._ranks import format_rank_list
 from placement_core._spaces import build_space
+
+if TYPE_CHECKING:
+    from placement_core._plan import Plan
 
 HardwareNumbers = dict[tuple[int, str, int], int]
 """``(node rank, casefolded hardware type, node-local index)`` -> number in its group."""

@@ -23,16 +23,12 @@ Where the nodes name NVLink domains, an engine of several nodes takes nodes of o
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ray.util.placement_group import PlacementGroup
-
 from placement_core import (
-    Placement,
     PlacementError,
     accelerator_kind,
     parse_rank_list,
@@ -42,20 +38,15 @@ from placement_core import (
 from placement_ray._accelerators import node_resource
 from placement_ray._cluster import Cluster
 from placement_ray._feasibility import check_feasible
-from placement_ray._placement_groups import (
-    BundleSlot,
-    OrderedPlacementGroup,
-    create_placement_group,
-    node_totals,
-    remove_groups,
-    reserve_nodes,
-)
+from placement_ray._placement_groups import OrderedPlacementGroup, node_totals
 from placement_ray._rayapi import available_per_node
-from placement_ray._recover import RecoveryReport, reserve_spares
-from placement_ray._request import Seat, seat_for
+from placement_ray._recover import RecoveryReport
+from placement_ray._reservation import Reservation
 from placement_ray.errors import ArgumentError, EngineAlignmentError, UnknownRoleError
 
 from .alignment import Domains, align_engines
+from .bundles import RoleBundles, role_seats
+from .recover import recover_layout
 
 if TYPE_CHECKING:
     from .rollout import RolloutEngines
@@ -68,89 +59,6 @@ __all__ = [
     "role_seats",
     "slime_bundle_counts",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class RoleBundles:
-    """One role's share of the layout's bundles, in rank order.
-
-    Attributes:
-        role: ``"actor"``, ``"critic"`` or ``"rollout"``.
-        pg: The (shared) placement group. In a layout with spare nodes, where each node's
-            bundles are a group of their own, the group of the role's first bundle (each
-            bundle's group is in ``groups``).
-        bundle_indices: Bundle index for rank 0, 1, ... (in its own group).
-        node_ranks: Node rank of each of those bundles.
-        node_ids: Ray node id of each of those bundles.
-        gpu_ids: Physical GPU index (on its node) of each of those bundles.
-        groups: In a layout with spare nodes, the placement group of each of those
-            bundles (its node's group); empty where every bundle is in ``pg``.
-    """
-
-    role: str
-    pg: PlacementGroup
-    bundle_indices: tuple[int, ...]
-    node_ranks: tuple[int, ...]
-    node_ids: tuple[str, ...]
-    gpu_ids: tuple[int, ...]
-    groups: tuple[PlacementGroup, ...] = ()
-
-    def __len__(self) -> int:
-        return len(self.bundle_indices)
-
-    def group_at(self, position: int) -> PlacementGroup:
-        """The placement group holding the role's ``position``-th bundle."""
-        return self.groups[position] if self.groups else self.pg
-
-    @classmethod
-    def from_slots(
-        cls, role: str, pg: PlacementGroup, slots: tuple[BundleSlot, ...]
-    ) -> RoleBundles:
-        """The role's view of some ordered bundles of one group."""
-        return cls(
-            role=role,
-            pg=pg,
-            bundle_indices=tuple(s.index for s in slots),
-            node_ranks=tuple(s.node_rank for s in slots),
-            node_ids=tuple(s.node_id for s in slots),
-            gpu_ids=tuple(s.gpu_id for s in slots),
-        )
-
-    @classmethod
-    def from_positions(
-        cls,
-        role: str,
-        positions: Sequence[tuple[PlacementGroup, BundleSlot]],
-        default: PlacementGroup,
-    ) -> RoleBundles:
-        """The role's view of ordered ``(group, bundle)`` positions, each in its own node's
-        group (``default``: the ``pg`` of a role without bundles)."""
-        return cls(
-            role=role,
-            pg=positions[0][0] if positions else default,
-            bundle_indices=tuple(s.index for _, s in positions),
-            node_ranks=tuple(s.node_rank for _, s in positions),
-            node_ids=tuple(s.node_id for _, s in positions),
-            gpu_ids=tuple(s.gpu_id for _, s in positions),
-            groups=tuple(pg for pg, _ in positions),
-        )
-
-
-def role_seats(bundles: RoleBundles) -> Callable[[Placement], Seat]:
-    """Where a worker placed on the role's GPUs sits: the bundle of its first GPU, in the
-    group holding its node's bundles."""
-    held: dict[tuple[int, int], tuple[int, int]] = {}
-    groups: dict[int, PlacementGroup] = {}
-    for i, (index, node, gpu) in enumerate(
-        zip(bundles.bundle_indices, bundles.node_ranks, bundles.gpu_ids, strict=True)
-    ):
-        held[(node, gpu)] = (gpu, index)
-        groups.setdefault(node, bundles.group_at(i))
-
-    def seat(placement: Placement) -> Seat:
-        return seat_for(placement, groups.get(placement.node_rank, bundles.pg), held)
-
-    return seat
 
 
 @dataclass(slots=True, eq=False)
@@ -175,10 +83,7 @@ class SlimeLayout:
         engine_size: GPUs per rollout engine the layout keeps within nodes.
         cluster: The cluster view that reserved the group (the train group and rollout
             engines default to it, so their GPU shares are checked against each other).
-        node_groups: With spare nodes: node rank -> the group of that node's bundles
-            (empty without spares).
-        spare_groups: With spare nodes: spare node rank -> the group reserving every
-            accelerator of it, until a recovery takes it over.
+        reservation: Every placement group the layout holds, and their removal.
         recoveries: The reports of the recoveries done so far, oldest first.
     """
 
@@ -190,8 +95,7 @@ class SlimeLayout:
     rollout_start: int = 0
     engine_size: int = 1
     cluster: Cluster | None = field(default=None, repr=False)
-    node_groups: dict[int, OrderedPlacementGroup] = field(default_factory=dict)
-    spare_groups: dict[int, OrderedPlacementGroup] = field(default_factory=dict)
+    reservation: Reservation | None = field(default=None, repr=False)
     recoveries: list[RecoveryReport] = field(default_factory=list)
 
     def __getitem__(self, role: str) -> RoleBundles:
@@ -208,14 +112,22 @@ class SlimeLayout:
         )
 
     @property
+    def node_groups(self) -> dict[int, OrderedPlacementGroup]:
+        """With spare nodes: node rank -> the group of that node's bundles (else empty)."""
+        return {} if self.reservation is None else self.reservation.groups
+
+    @property
+    def spare_groups(self) -> dict[int, OrderedPlacementGroup]:
+        """With spare nodes: spare node rank -> the group reserving every accelerator of
+        it, until a recovery takes it over (else empty)."""
+        return {} if self.reservation is None else self.reservation.spares
+
+    @property
     def placement_groups(self) -> tuple[OrderedPlacementGroup, ...]:
         """Every group the layout holds: the one group, or each node's then each spare's."""
-        if not self.node_groups:
+        if self.reservation is None:
             return (self.group,)
-        return (
-            *(g for _, g in sorted(self.node_groups.items())),
-            *(g for _, g in sorted(self.spare_groups.items())),
-        )
+        return self.reservation.all_groups
 
     @property
     def spare_nodes(self) -> tuple[int, ...]:
@@ -260,17 +172,14 @@ class SlimeLayout:
             WorkerStartError / WorkerStartTimeoutError: a re-created worker did not start.
             WorkerCallError: a survivor could not be told its new master address.
         """
-        from .recover import recover_layout  # recover builds on train_group and rollout
-
         return recover_layout(self, groups, timeout_s=timeout_s)
 
     def remove(self) -> None:
-        """Remove the placement group(s), spares' included."""
-        if self.cluster is not None:
-            remove_groups(self.cluster, self.placement_groups)
+        """Remove the placement group(s), spares' included; idempotent."""
+        if self.reservation is not None:
+            self.reservation.release()
         else:
-            for group in self.placement_groups:
-                group.remove()
+            self.group.remove()
 
 
 def _count(name: str, value: object, minimum: int) -> int:
@@ -615,21 +524,23 @@ def create_placement_groups(
         if dense:
             # Try Ray's own PACK first: Ray before ray-project/ray#55599 ignores pins.
             pins = None
-    group = create_placement_group(
+    reservation = Reservation.reserve_whole(
         cluster, bundles, strategy=strategy, pin_to=pins, timeout_s=timeout_s
     )
+    group = reservation.all_groups[0]
     slots = group.slots
     rollout = RoleBundles.from_slots("rollout", group.pg, slots[start : start + rollouts])
     try:
         _check_engines(rollout, engine_size, _domains(cluster))
     except EngineAlignmentError:
-        group.remove()
+        reservation.release()
         if not pinnable or pins is not None:
             raise
         pins, _ = _pins(cluster, cpus, engine_size, shape, resource)
-        group = create_placement_group(
+        reservation = Reservation.reserve_whole(
             cluster, bundles, strategy=strategy, pin_to=pins, timeout_s=timeout_s
         )
+        group = reservation.all_groups[0]
         slots = group.slots
         rollout = RoleBundles.from_slots("rollout", group.pg, slots[start : start + rollouts])
     actor = RoleBundles.from_slots("actor", group.pg, slots[:actors])
@@ -642,6 +553,7 @@ def create_placement_groups(
         rollout_start=start,
         engine_size=engine_size,
         cluster=cluster,
+        reservation=reservation,
     )
 
 
@@ -670,18 +582,15 @@ def _per_node_layout(cluster: Cluster, ask: _Ask, spares: frozenset[int]) -> Sli
     totals = [{} if rank in spares else t for rank, t in enumerate(node_totals(cluster))]
     check_feasible([ask.bundle] * shape["total"], totals, strategy=ask.strategy)
     pins, _ = _pins(cluster, cpus, ask.engine_size, shape, ask.resource, spares)
-    deadline = None if ask.timeout_s is None else time.monotonic() + ask.timeout_s
-    groups = reserve_nodes(
-        cluster, Counter(pins), cpus_per_bundle=cpus, resource=ask.resource, timeout_s=ask.timeout_s
+    reservation = Reservation.reserve(
+        cluster,
+        Counter(pins),
+        sorted(spares),
+        cpus_per_bundle=cpus,
+        resource=ask.resource,
+        timeout_s=ask.timeout_s,
     )
-    try:
-        left = None if deadline is None else max(deadline - time.monotonic(), 1.0)
-        spare_groups = reserve_spares(
-            cluster, sorted(spares), cpus_per_bundle=cpus, resource=ask.resource, timeout_s=left
-        )
-    except BaseException:
-        remove_groups(cluster, groups.values())
-        raise
+    groups = reservation.groups
     positions = [(g.pg, slot) for _, g in sorted(groups.items()) for slot in g.slots]
     first = groups[pins[0]]
     start, end, actors = shape["start"], shape["start"] + shape["rollouts"], shape["actors"]
@@ -689,7 +598,7 @@ def _per_node_layout(cluster: Cluster, ask: _Ask, spares: frozenset[int]) -> Sli
     try:
         _check_engines(rollout, ask.engine_size, _domains(cluster))
     except EngineAlignmentError:
-        remove_groups(cluster, [*groups.values(), *spare_groups.values()])
+        reservation.release()
         raise
     return SlimeLayout(
         group=first,
@@ -704,6 +613,5 @@ def _per_node_layout(cluster: Cluster, ask: _Ask, spares: frozenset[int]) -> Sli
         rollout_start=start,
         engine_size=ask.engine_size,
         cluster=cluster,
-        node_groups=groups,
-        spare_groups=spare_groups,
+        reservation=reservation,
     )

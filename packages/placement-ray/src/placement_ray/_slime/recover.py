@@ -27,7 +27,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray.util.placement_group import PlacementGroup
 
@@ -35,7 +35,7 @@ from placement_core import Move, Plan, Replan, load_config, plan_from_assignment
 from placement_ray._allocate import Worker, release, worker_shares
 from placement_ray._cluster import Cluster
 from placement_ray._colocation import GpuShare, check_shares
-from placement_ray._placement_groups import BundleSlot, OrderedPlacementGroup, remove_groups
+from placement_ray._placement_groups import BundleSlot, OrderedPlacementGroup
 from placement_ray._recover import (
     RecoveryReport,
     announce,
@@ -45,13 +45,17 @@ from placement_ray._recover import (
     start_again,
 )
 from placement_ray._request import WorkerRequest
+from placement_ray._reservation import Reservation
 from placement_ray._startup import Started
 from placement_ray._worker_group import WorkerGroup
 from placement_ray.errors import ArgumentError
 
-from .layout import RoleBundles, SlimeLayout
+from .bundles import RoleBundles
 from .rollout import RolloutEngine, RolloutEngines, dist_init_env
 from .train_group import TrainGroup
+
+if TYPE_CHECKING:
+    from .layout import SlimeLayout
 
 __all__ = ["recover_layout"]
 
@@ -216,20 +220,13 @@ def _check_room(
 
 
 def _drop(
-    layout: SlimeLayout,
-    cluster: Cluster,
+    reservation: Reservation,
     gone: Iterable[int],
     releasing: Sequence[Worker],
 ) -> None:
     """Remove the groups of lost nodes and lost spares; kill what starts again."""
-    dropped: list[OrderedPlacementGroup] = []
-    for rank in gone:
-        for groups in (layout.node_groups, layout.spare_groups):
-            group = groups.pop(rank, None)
-            if group is not None:
-                dropped.append(group)
-    remove_groups(cluster, dropped)
-    release(releasing, cluster.shares)
+    reservation.drop(gone)
+    release(releasing, reservation.cluster.shares)
 
 
 def _moved_role(
@@ -259,8 +256,8 @@ def _moved_role(
 def _adopt_layout(layout: SlimeLayout, moves: Sequence[Move]) -> None:
     """The spares' groups become their nodes' groups; the roles follow the moves."""
     chosen = {m.lost: m.spare for m in moves}
-    for spare in chosen.values():
-        layout.node_groups[spare] = layout.spare_groups.pop(spare)
+    if layout.reservation is not None:
+        layout.reservation.take_spares(chosen.values())
     layout.actor = _moved_role(layout.actor, chosen, layout.node_groups)
     layout.rollout = _moved_role(layout.rollout, chosen, layout.node_groups)
     if layout.critic is not None:
@@ -327,8 +324,8 @@ def recover_layout(
 ) -> RecoveryReport:
     """``SlimeLayout.recover``: see it, and the module docstring."""
     started_at = time.perf_counter()
-    cluster = layout.cluster
-    if cluster is None:
+    cluster, reservation = layout.cluster, layout.reservation
+    if cluster is None or reservation is None:
         raise ArgumentError("layout: it has no cluster view; make it with create_placement_groups")
     members, engines = _members(layout, groups)
     lost = _lost_nodes(layout, cluster, members)
@@ -344,7 +341,7 @@ def recover_layout(
     releasing = [members[c].workers[r] for c, ranks in again.items() for r in ranks]
     _check_room(cluster, requests, releasing)
     moved_master = {c for c in result.master_moves() if c in members and c not in engines}
-    _drop(layout, cluster, lost, releasing)
+    _drop(reservation, lost, releasing)
     engine_of, numbers = _engine_numbers(requests, engines)
     dist_init, by_number = dist_init_env(engine_of)
     started = start_again(

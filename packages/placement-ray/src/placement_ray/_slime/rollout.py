@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from placement_core import (
     Inventory,
@@ -37,8 +37,11 @@ from placement_ray._worker import DIST_INIT_ADDR_ENV
 from placement_ray._worker_group import WorkerGroup
 from placement_ray.errors import ArgumentError
 
-from .layout import RoleBundles, SlimeLayout, role_seats
+from .bundles import RoleBundles, role_seats
 from .train_group import bundle_plan, used_shares
+
+if TYPE_CHECKING:
+    from .layout import SlimeLayout
 
 __all__ = [
     "DIST_INIT_ADDR_ENV",

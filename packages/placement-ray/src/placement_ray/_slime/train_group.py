@@ -11,7 +11,7 @@ rank concurrently.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from placement_core import Plan, check_user_env, plan_from_assignments
 from placement_ray._cluster import Cluster
@@ -21,7 +21,10 @@ from placement_ray._startup import start_workers
 from placement_ray._worker_group import WorkerGroup
 from placement_ray.errors import ArgumentError
 
-from .layout import RoleBundles, SlimeLayout, role_seats
+from .bundles import RoleBundles, role_seats
+
+if TYPE_CHECKING:
+    from .layout import SlimeLayout
 
 __all__ = [
     "COLOCATE_TRAIN_SHARE",
