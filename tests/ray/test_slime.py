@@ -123,9 +123,10 @@ def test_rollout_engines_are_node_aligned_in_the_keyword_form(placement_cluster:
 def test_where_ray_packs_an_unpinned_group_across_an_engine_it_is_made_again_pinned(
     placement_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from placement_ray import _reservation
     from placement_ray._slime import layout as module
 
-    real_pins, real_create = module._pins, module.create_placement_group
+    real_pins, real_create = module._pins, _reservation.create_placement_group
     pinned: list[object] = []
 
     def claims_dense(*args: Any) -> tuple[list[int], bool]:
@@ -138,7 +139,7 @@ def test_where_ray_packs_an_unpinned_group_across_an_engine_it_is_made_again_pin
         return real_create(*args, pin_to=dense if pin_to is None else pin_to, **kwargs)
 
     monkeypatch.setattr(module, "_pins", claims_dense)
-    monkeypatch.setattr(module, "create_placement_group", create)
+    monkeypatch.setattr(_reservation, "create_placement_group", create)  # the one creator
     layout = create_placement_groups(
         1, 2, 8, rollout_num_gpus_per_engine=4, cluster=placement_cluster
     )
