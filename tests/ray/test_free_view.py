@@ -83,3 +83,20 @@ def test_a_plan_on_the_free_view_uses_free_gpus_only() -> None:
     config = {"cluster": {"num_nodes": 1, "component_placement": {"a": "0-1"}}}
     slots = plan_slots(plan(config, free.inventory))
     assert [(s.node_id, s.accelerator) for s in slots] == [("n0", 2), ("n0", 3)]
+
+
+def test_a_reservation_ends_its_lease_once_with_its_groups() -> None:
+    from placement_ray._reservation import Reservation
+
+    class Lease:
+        ended = 0
+
+        def release(self) -> None:
+            self.ended += 1
+
+    lease = Lease()
+    reservation = Reservation(view(node(0)))
+    reservation.lease = lease
+    reservation.release()
+    reservation.release()
+    assert lease.ended == 1
