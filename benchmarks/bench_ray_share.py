@@ -1,10 +1,10 @@
 """Benchmark: a job on a shared cluster (``launch(..., share_cluster=True)``) against a job
 that owns it, and the lease ledger's acquisition of 64 GPUs.
 
-On the Ray benchmarks' simulated cluster (``_ray_cluster.py``: 2 nodes x 8 logical GPUs,
-all on 127.0.0.1, labelled ``node-rank``; every GPU free and each node with an idle worker
-before a timed run), side by side in one run (interleaved, so both see the same cluster
-state):
+On a simulated cluster of the testing kit (2 nodes x 8 logical GPUs, all on 127.0.0.1,
+labelled ``node-rank``; every GPU free and each node with an idle worker before a timed
+run, as ``_ray_cluster.py`` does for the other Ray benchmarks), side by side in one run
+(interleaved, so both see the same cluster state):
 
 * ``launch`` of 16 workers (``actor: 0-15``) as usual;
 * the same ``launch`` with ``share_cluster=True``: the ledger's book read, the free view
@@ -31,11 +31,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import ray
-from _ray_cluster import simulated_cluster, wait_idle, warm_pool
+from _ray_cluster import wait_idle, warm_pool
 
 from placement_ray import Cluster, launch
 from placement_ray._lease_state import LeaseBook, NodeCapacity, Request, Slot
 from placement_ray._ledger import ledger_actor
+from placement_ray.testing import SimulatedCluster
 
 TARGET = 1.10
 NODES, GPUS = 2, 8
@@ -91,8 +92,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="launches per method")
     parser.add_argument("--leases", type=int, default=50, help="64-GPU acquisitions timed")
     args = parser.parse_args(argv)
-    with simulated_cluster(NODES, GPUS):
-        cluster = Cluster(NODES, timeout_s=300, export_env=False)
+    started = time.perf_counter()
+    # The testing kit's start (it retries Ray's node start on a loaded machine).
+    with SimulatedCluster(nodes=NODES, gpus_per_node=GPUS, cpus_per_node=GPUS, job="bench") as sim:
+        cluster = sim.view()
+        print(
+            f"simulated cluster: {NODES} nodes x {GPUS} GPUs, all on 127.0.0.1, "
+            f"up in {time.perf_counter() - started:.1f}s"
+        )
         one_launch(cluster, True)  # untimed: starts the ledger, warms a worker per node
         runs: dict[str, list[float]] = {"launch": [], "launch share_cluster": []}
         for _ in range(args.runs):

@@ -23,6 +23,7 @@ from placement_ray import (
     JobNameTakenError,
     LeaseError,
     LedgerVersionError,
+    create_placement_groups,
     launch,
     leases,
 )
@@ -171,3 +172,19 @@ def test_the_jobs_command_prints_the_leases_as_json(
     }
     assert [r["accelerator"] for r in kept] == [0, 1]
     assert table["queue"] == []
+
+
+def test_a_slime_layout_on_a_shared_cluster_takes_free_gpus_and_ends_its_lease(
+    placement_cluster: Cluster, held: tuple[Any, Request]
+) -> None:
+    layout = create_placement_groups(
+        1, 4, 4, colocate=True, cluster=placement_cluster, share_cluster=True, queue_timeout_s=60
+    )
+    try:
+        mine = [r for r in leases(placement_cluster) if r.job == placement_cluster.job]
+        # node 0 holds only 2 free GPUs (the lease ``kept``): the layout's 4 go to node 1
+        assert [(r.node_rank, r.accelerator) for r in mine] == [(1, i) for i in range(4)]
+        assert {placement_cluster.rank_of(s.node_id) for s in layout.group.slots} == {1}
+    finally:
+        layout.remove()
+    assert [r.job for r in leases(placement_cluster)] == ["kept", "kept"]

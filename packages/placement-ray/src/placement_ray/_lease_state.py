@@ -292,23 +292,18 @@ class LeaseBook:
     def confirm(self, job: str, slots: Sequence[Slot]) -> None:
         """Replace a lease's slots by the physical accelerators Ray reserved for it.
 
-        Ray picks which accelerators of a node a reservation gets; where it took ones
-        another (unconfirmed) lease planned on, that lease's slots move to the node's
-        accelerators left free, so the book keeps matching what Ray holds.
+        Ray picks which accelerators of a node a reservation gets (and a slime layout
+        how many per node); where it took ones another (unconfirmed) lease planned on,
+        that lease's slots move to the node's accelerators left free, so the book keeps
+        matching what Ray holds.
 
         Raises:
-            LeaseError: no such lease, a bad slot, another node count per node than the
-                lease holds, or accelerators a confirmed lease holds.
+            LeaseError: no such lease, a bad slot, or accelerators a confirmed lease holds.
         """
         lease = self.leases.get(job)
         if lease is None:
             raise LeaseError(f"job: {job!r} holds no lease; the ledger has {sorted(self.leases)}")
         self._check_slots(slots)
-        if _per_node(slots) != _per_node(lease.slots):
-            raise LeaseError(
-                f"slots: {_per_node(slots)} accelerators per node, but job {job!r} leased "
-                f"{_per_node(lease.slots)}"
-            )
         del self.leases[job]
         try:
             self._make_room(slots)
@@ -398,10 +393,3 @@ class LeaseBook:
         for w in record["waiters"]:
             book.waiters[w["job"]] = Waiter(**{**w, "need": tuple(w["need"])})
         return book
-
-
-def _per_node(slots: Iterable[Slot]) -> dict[str, int]:
-    out: dict[str, int] = defaultdict(int)
-    for slot in slots:
-        out[slot.node_id] += 1
-    return dict(sorted(out.items()))

@@ -41,6 +41,8 @@ __all__ = [
     "QueueRecord",
     "SharedLease",
     "acquire_lease",
+    "acquire_need",
+    "first_free",
     "launch_shared",
     "lease_table",
     "leases",
@@ -88,10 +90,11 @@ class SharedLease:
     Attributes:
         job: The job's name (the ``Cluster``'s ``job``).
         cluster: The free view the job runs on (nodes ``0..n-1`` of the chosen ones).
-        plan: The config planned on the free view.
+        plan: The config planned on the free view (None for a slime layout, which lays
+            itself out on the view).
     """
 
-    def __init__(self, ledger: Any, job: str, cluster: Cluster, the_plan: Plan) -> None:
+    def __init__(self, ledger: Any, job: str, cluster: Cluster, the_plan: Any) -> None:
         self._ledger = ledger
         self.job = job
         self.cluster = cluster
@@ -103,7 +106,11 @@ class SharedLease:
         keys = {(node, physical) for (node, _), physical in gpu_map.items()}
         for rank in spare_ranks:
             keys |= {(rank, a.index) for a in self.cluster.node(rank).accelerators}
-        slots = [Slot(self.cluster.node(n).node_id, g, 1.0) for n, g in sorted(keys)]
+        self.confirm_held(keys)
+
+    def confirm_held(self, held: Iterable[tuple[int, int]]) -> None:
+        """Record the accelerators Ray holds for the job, ``(view node rank, physical id)``."""
+        slots = [Slot(self.cluster.node(n).node_id, g, 1.0) for n, g in sorted(set(held))]
         ledger_call(self._ledger, "confirm", self.job, slots)
 
     def release(self) -> None:
@@ -147,7 +154,55 @@ def acquire_lease(
     queue_timeout_s: float | None = 600.0,
 ) -> SharedLease:
     """Plan ``config`` on the cluster's free accelerators and lease them, waiting in the
+    queue up to ``queue_timeout_s`` (see :func:`acquire_need`)."""
+    _check_wait(priority, queue_timeout_s)
+    groups = [list(g) for g in colocate]
+
+    def on_view(view: Cluster) -> tuple[Plan, tuple[Slot, ...]] | None:
+        try:
+            the_plan = plan(config, view.inventory, colocate=groups)
+        except PlacementError as exc:  # the free accelerators cannot hold the rules
+            logger.debug("job %s: no plan on the free view: %s", cluster.job, exc)
+            return None
+        return the_plan, plan_slots(the_plan)
+
+    return acquire_need(
+        cluster,
+        need_of(config, cluster, groups),
+        on_view,
+        priority=priority,
+        queue_timeout_s=queue_timeout_s,
+    )
+
+
+def first_free(need: tuple[int, ...]) -> Callable[[Cluster], tuple[None, tuple[Slot, ...]]]:
+    """A planner for :func:`acquire_need`: on each chosen node, its lowest free indices."""
+
+    def on_view(view: Cluster) -> tuple[None, tuple[Slot, ...]]:
+        slots = tuple(
+            Slot(n.node_id, a.index)
+            for n, count in zip(view.nodes, need, strict=True)
+            for a in n.accelerators[:count]
+        )
+        return None, slots
+
+    return on_view
+
+
+def acquire_need(
+    cluster: Cluster,
+    need: tuple[int, ...],
+    on_view: Callable[[Cluster], tuple[Any, tuple[Slot, ...]] | None],
+    *,
+    priority: int = 0,
+    queue_timeout_s: float | None = 600.0,
+) -> SharedLease:
+    """Lease ``need`` (accelerators per node, in the job's node order), waiting in the
     queue up to ``queue_timeout_s``.
+
+    ``on_view(free view)`` plans on the nodes chosen for the need: it returns what it
+    planned and the accelerators that takes, or None when the free accelerators cannot
+    hold it (the job waits).
 
     Raises:
         LeaseError / JobNameTakenError: bad priority, or the job's name is taken.
@@ -155,28 +210,21 @@ def acquire_lease(
         QueueTimeoutError: the accelerators did not come free in time.
     """
     _check_wait(priority, queue_timeout_s)
-    groups = [list(g) for g in colocate]
     ledger = ledger_actor()
     ledger_call(ledger, "register", capacities(cluster))
     owner = ray.get_runtime_context().get_job_id()
-    need = need_of(config, cluster, groups)
     deadline = math.inf if queue_timeout_s is None else time.monotonic() + queue_timeout_s
     said = False
     while True:
         book = LeaseBook.from_record(ledger_call(ledger, "snapshot"))
         book.foreign = ray_taken(cluster, book, _available())
         view = free_view(cluster, need, book)
-        the_plan = None
-        if view is not None:
-            try:
-                the_plan = plan(config, view.inventory, colocate=groups)
-            except PlacementError as exc:  # the free accelerators cannot hold the rules
-                logger.debug("job %s: no plan on the free view: %s", cluster.job, exc)
-        slots = plan_slots(the_plan) if the_plan is not None else ()
+        planned = on_view(view) if view is not None else None
+        slots = planned[1] if planned is not None else ()
         request = Request(cluster.job, owner, priority, slots, need)
         granted, change = ledger_call(ledger, "acquire", request, book.foreign, time.time())
-        if granted and the_plan is not None and view is not None:
-            return SharedLease(ledger, cluster.job, view, the_plan)
+        if granted and planned is not None and view is not None:
+            return SharedLease(ledger, cluster.job, view, planned[0])
         if granted:  # it needs no accelerator, yet did not plan: the config's own error
             ledger_call(ledger, "release", cluster.job)
             raise ArgumentError(
