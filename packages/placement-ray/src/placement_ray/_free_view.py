@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import os
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -27,7 +28,23 @@ from ._cluster import Cluster
 from ._lease_state import LeaseBook, NodeCapacity, Slot, choose_nodes
 from .errors import ArgumentError
 
-__all__ = ["capacities", "config_of", "free_view", "need_of", "plan_slots", "ray_taken"]
+__all__ = [
+    "capacities",
+    "config_of",
+    "free_view",
+    "is_partial",
+    "need_of",
+    "plan_slots",
+    "ray_taken",
+]
+
+_PARTIAL: weakref.WeakSet[Cluster] = weakref.WeakSet()
+
+
+def is_partial(cluster: Cluster) -> bool:
+    """Whether ``cluster`` is a free view (some of the nodes only): what is reserved on it
+    must be pinned to its nodes."""
+    return cluster in _PARTIAL
 
 
 def config_of(
@@ -163,6 +180,7 @@ def _subset(cluster: Cluster, inventory: Inventory) -> Cluster:
     view._owner = False
     view.started_local = False
     view._exported = {}
+    _PARTIAL.add(view)
     return view
 
 

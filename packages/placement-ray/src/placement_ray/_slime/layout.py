@@ -38,6 +38,7 @@ from placement_core import (
 from placement_ray._accelerators import node_resource
 from placement_ray._cluster import Cluster
 from placement_ray._feasibility import check_feasible
+from placement_ray._free_view import is_partial
 from placement_ray._placement_groups import OrderedPlacementGroup, node_totals
 from placement_ray._rayapi import available_per_node
 from placement_ray._recover import RecoveryReport
@@ -536,7 +537,7 @@ def create_placement_groups(
     if pinnable:
         check_feasible(bundles, node_totals(cluster), strategy=strategy)
         pins, dense = _pins(cluster, cpus, engine_size, shape, resource)
-        if dense:
+        if dense and not is_partial(cluster):  # a free view's groups keep to its nodes
             # Try Ray's own PACK first: Ray before ray-project/ray#55599 ignores pins.
             pins = None
     reservation = Reservation.reserve_whole(
