@@ -17,42 +17,34 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import ray
-from ray.cluster_utils import Cluster as RayCluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from placement_ray import Cluster
+from placement_ray.testing import SimulatedCluster
 
 __all__ = ["simulated_cluster", "wait_idle", "warm_pool"]
 
 
 @contextmanager
-def simulated_cluster(nodes: int, gpus: int, timeout_s: float = 300.0) -> Iterator[RayCluster]:
+def simulated_cluster(
+    nodes: int, gpus: int, timeout_s: float = 300.0
+) -> Iterator[SimulatedCluster]:
     """``nodes`` labelled nodes (``node-rank``) of ``gpus`` GPUs and CPUs, the driver
-    connected; prints how long it took to come up; shut down on leaving."""
-    node_args = {
-        "num_cpus": gpus,
-        "num_gpus": gpus,
-        "node_ip_address": "127.0.0.1",
-        "object_store_memory": 80 * 1024 * 1024,
-    }
+    connected; prints how long it took to come up; shut down on leaving.
+
+    The testing kit's cluster, so its start waits longer (and tries again) on a loaded
+    machine, as the test suite's do.
+    """
     started = time.perf_counter()
-    sim = RayCluster(
-        initialize_head=True,
-        head_node_args={**node_args, "include_dashboard": False, "labels": {"node-rank": "0"}},
-    )
-    try:
-        for i in range(1, nodes):
-            sim.add_node(**node_args, labels={"node-rank": str(i)})
-        sim.wait_for_nodes(timeout=timeout_s)
-        ray.init(address=sim.address, namespace="placement-bench", log_to_driver=False)
+    with SimulatedCluster(
+        nodes=nodes, gpus_per_node=gpus, cpus_per_node=gpus, job="bench", timeout_s=timeout_s
+    ) as sim:
+        sim.connect()
         print(
             f"simulated cluster: {nodes} nodes x {gpus} GPUs, all on 127.0.0.1, "
             f"up in {time.perf_counter() - started:.1f}s"
         )
         yield sim
-    finally:
-        ray.shutdown()
-        sim.shutdown()
 
 
 @ray.remote(num_cpus=0)

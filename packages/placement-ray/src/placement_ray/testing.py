@@ -197,16 +197,16 @@ class Baseline:
     available: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-_START_ATTEMPTS = 3
+_START_ATTEMPTS = 5
 """How many times a simulated cluster is started before its start counts as failed."""
 
 
 def _load_factor() -> float:
     """How much slower than idle this machine runs now: the 1-minute load average per
-    CPU, at least 1 and at most 4 (1 where the platform has no load average)."""
+    CPU, at least 1 and at most 8 (1 where the platform has no load average)."""
     if not hasattr(os, "getloadavg"):
         return 1.0
-    return min(max(os.getloadavg()[0] / (os.cpu_count() or 1), 1.0), 4.0)
+    return min(max(os.getloadavg()[0] / (os.cpu_count() or 1), 1.0), 8.0)
 
 
 def _require_loopback() -> None:
@@ -307,7 +307,7 @@ class SimulatedCluster:
         """Start the nodes; on a loaded machine, wait longer and try again.
 
         The wait is ``spec.timeout_s`` times the machine's load per CPU (at least 1, at
-        most 4). Ray gives a starting node a fixed 30 s to register, which a busy machine
+        most 8). Ray gives a starting node a fixed 30 s to register, which a busy machine
         can miss: the cluster is then shut down and started again, up to
         ``_START_ATTEMPTS`` times within the wait.
         """
