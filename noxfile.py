@@ -338,6 +338,7 @@ def bench(session: nox.Session) -> None:
     bench_script("benchmarks/bench_ray_probe.py")
     bench_script("benchmarks/bench_ray_launch.py")
     bench_script("benchmarks/bench_ray_recover.py")
+    bench_script("benchmarks/bench_ray_share.py")
     session.log("wrote benchmarks/RESULTS.md")
     if failed:
         session.error(f"missed a target or failed: {', '.join(failed)}")

@@ -42,6 +42,8 @@ from ._attach import attach
 from ._cluster import Cluster
 from ._failure import HealthReport, Occupant, check_health, occupants
 from ._launch import Launch, launch
+from ._lease_errors import JobNameTakenError, LeaseError, LedgerVersionError, QueueTimeoutError
+from ._leases import LeaseRecord, QueueRecord, leases
 from ._memory_live import GpuMemoryInUse, MemoryInUse
 from ._node_order import NODE_RANK_LABEL
 from ._placement_groups import BundleSlot, OrderedPlacementGroup, create_placement_group
@@ -99,8 +101,12 @@ __all__ = [
     "HealthReport",
     "InfeasiblePlacementGroupError",
     "InterpreterError",
+    "JobNameTakenError",
     "Launch",
     "LaunchNotFoundError",
+    "LeaseError",
+    "LeaseRecord",
+    "LedgerVersionError",
     "MemoryInUse",
     "NativeCallError",
     "NoSpareNodeError",
@@ -115,6 +121,8 @@ __all__ = [
     "PlacementRayWarning",
     "PortNotHeldError",
     "ProbeError",
+    "QueueRecord",
+    "QueueTimeoutError",
     "RecoveryReport",
     "RoleBundles",
     "RolloutEngine",
@@ -138,5 +146,6 @@ __all__ = [
     "hand_over_master_port",
     "hand_over_ports",
     "launch",
+    "leases",
     "occupants",
 ]

@@ -58,6 +58,7 @@ from ._cluster import Cluster
 from ._colocation import SHARE_QUANTUM, GpuShare, check_shares, default_share, validate_share
 from ._detach import forget_launch, launch_manifest, refuse_taken, save_launch
 from ._failure import HealthReport, check_health
+from ._leases import launch_shared
 from ._memory_live import MemoryInUse, memory_in_use
 from ._notice import warn
 from ._placement_groups import OrderedPlacementGroup
@@ -635,6 +636,9 @@ def launch(
     name: str | None = None,
     detached: bool = False,
     warm_spares: bool = False,
+    share_cluster: bool = False,
+    priority: int = 0,
+    queue_timeout_s: float | None = 600.0,
 ) -> Launch:
     """Start one actor per placement of a plan, on the planned nodes and GPUs.
 
@@ -680,6 +684,14 @@ def launch(
             ``__init__`` not run), so that :meth:`Launch.recover` adopts started
             processes instead of starting new ones. They cost the spare's memory for
             the processes (and whatever importing the actor classes' modules takes).
+        share_cluster: Share the Ray cluster with other jobs (docs/guides/sharing-a-cluster.md):
+            plan on the accelerators no other job or Ray work holds (nodes renumbered
+            among those with enough free), lease them all at once in the cluster's
+            ledger (the job's name is the cluster's ``job``), queue when they are not
+            free; :meth:`Launch.shutdown` (or the driver's death) ends the lease.
+        priority: With ``share_cluster``: queue order (higher first, then arrival), >= 0.
+        queue_timeout_s: With ``share_cluster``: the longest wait in the queue (None:
+            forever); then ``QueueTimeoutError`` names who holds what.
 
     Every spare node of the plan (``cluster.spare_nodes``) is reserved whole in a
     placement group of its own, pinned to it, so no other job takes it.
@@ -705,6 +717,9 @@ def launch(
         PlacementSyntaxError / PlacementRuleError: (placement-core) a rule does not
             parse or cannot be placed on the live cluster.
     """
+    _check_flag("share_cluster", share_cluster)
+    if share_cluster:  # several jobs on one cluster: lease, plan on what is free (_leases)
+        return launch_shared(launch, dict(locals()))
     on_node_loss = _check_on_node_loss(on_node_loss)
     _check_name(name, detached)
     _check_flag("warm_spares", warm_spares)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
 
 from placement_core import Placement
 
@@ -37,6 +38,13 @@ from .errors import ArgumentError
 __all__ = ["Reservation", "map_gpus"]
 
 logger = logging.getLogger(__name__)
+
+
+class Lease(Protocol):
+    """A job's lease on a shared cluster (``_leases.SharedLease``), ended with the groups."""
+
+    def release(self) -> None: ...
+
 
 Key = tuple[int, int]
 """``(node rank, plan GPU id)``."""
@@ -86,9 +94,11 @@ class Reservation:
         spares: Spare node rank -> the group reserving every accelerator of it.
         whole: The one group of a layout reserved without per-node groups, or None.
         slots: ``(node rank, plan GPU id) -> (physical GPU id, bundle index)`` held.
+        lease: On a shared cluster, the job's lease of these accelerators in the
+            cluster's ledger (``_leases.SharedLease``), ended with the groups; else None.
     """
 
-    __slots__ = ("_removed", "cluster", "groups", "slots", "spares", "whole")
+    __slots__ = ("_removed", "cluster", "groups", "lease", "slots", "spares", "whole")
 
     def __init__(
         self,
@@ -108,6 +118,7 @@ class Reservation:
         if gpu_map is not None and slots is None:
             self.slots = self._slots_of(gpu_map)
         self._removed = False
+        self.lease: Lease | None = None
 
     def _slots_of(self, gpu_map: Mapping[Key, int]) -> dict[Key, tuple[int, int]]:
         """The bundle of each mapped GPU, read from its node's group."""
@@ -263,3 +274,5 @@ class Reservation:
             return
         self._removed = True
         remove_groups(self.cluster, self.all_groups)
+        if self.lease is not None:  # share_cluster: the queue's next waiter may start
+            self.lease.release()

@@ -59,6 +59,12 @@ placement-native re-raises a native ``ValueError`` as ``ArgumentError`` and any 
 native error as ``NativeCallError``, with the native error as ``__cause__``. So one
 ``except placement_core.PlacementError`` catches everything the stack raises.
 
+The lease ledger's errors (sharing a cluster) sit in the same tree, defined in
+``_lease_errors`` and exported from ``placement_ray``: ``LeaseError`` (an
+``ArgumentError``: unknown node or accelerator, bad share or priority) and its
+``JobNameTakenError``, ``LedgerVersionError`` (RuntimeError) and ``QueueTimeoutError``
+(TimeoutError).
+
 Every exception pickles (they cross Ray process boundaries): the message and the
 attributes are kept in ``__dict__`` and replayed by ``__reduce__``.
 """

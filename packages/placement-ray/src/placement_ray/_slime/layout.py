@@ -38,10 +38,12 @@ from placement_core import (
 from placement_ray._accelerators import node_resource
 from placement_ray._cluster import Cluster
 from placement_ray._feasibility import check_feasible
+from placement_ray._free_view import is_partial
 from placement_ray._placement_groups import OrderedPlacementGroup, node_totals
 from placement_ray._rayapi import available_per_node
 from placement_ray._recover import RecoveryReport
 from placement_ray._reservation import Reservation
+from placement_ray._slime.shared import share_layout
 from placement_ray.errors import ArgumentError, EngineAlignmentError, UnknownRoleError
 
 from .alignment import Domains, align_engines
@@ -439,6 +441,9 @@ def create_placement_groups(
     timeout_s: float | None = 60.0,
     accelerator: str | None = None,
     spare_nodes: str | int | Sequence[int | str] | None = None,
+    share_cluster: bool = False,
+    priority: int = 0,
+    queue_timeout_s: float | None = 600.0,
 ) -> SlimeLayout:
     """slime's placement groups, ordered by (node rank, physical GPU).
 
@@ -475,6 +480,14 @@ def create_placement_groups(
             their own too (a lost node's bundles in a shared group could not be removed
             alone), so that :meth:`SlimeLayout.recover` can move a lost node's workers
             to a spare. Needs strategy ``PACK`` or ``SPREAD``.
+        share_cluster: Share the Ray cluster with other jobs, as ``launch(...,
+            share_cluster=True)`` does (docs/guides/sharing-a-cluster.md): the layout's
+            GPUs per node (spares whole) are leased on free nodes, queueing when they are
+            not free, and the layout is made on those nodes (renumbered ``0..n-1``; the
+            spares are the last). :meth:`SlimeLayout.remove` ends the lease.
+        priority: With ``share_cluster``: queue order (higher first, then arrival), >= 0.
+        queue_timeout_s: With ``share_cluster``: the longest wait in the queue (None:
+            forever).
 
     Returns:
         The layout: ``layout["actor"]``, ``layout["rollout"]`` (and ``layout["critic"]``)
@@ -509,6 +522,9 @@ def create_placement_groups(
     spares = _spare_ranks(spare_nodes, cluster, resource)
     bundle = {resource: 1.0, "CPU": cpus} if cpus else {resource: 1.0}
     shape = {"actors": actors, "start": start, "rollouts": rollouts, "total": total}
+    if share_cluster:  # several jobs on one cluster: lease, lay out on what is free
+        where, _ = _pins(cluster, cpus, engine_size, shape, resource, spares)
+        return share_layout(create_placement_groups, dict(locals()), where, spares)
     if spares:
         return _per_node_layout(
             cluster,
@@ -521,7 +537,7 @@ def create_placement_groups(
     if pinnable:
         check_feasible(bundles, node_totals(cluster), strategy=strategy)
         pins, dense = _pins(cluster, cpus, engine_size, shape, resource)
-        if dense:
+        if dense and not is_partial(cluster):  # a free view's groups keep to its nodes
             # Try Ray's own PACK first: Ray before ray-project/ray#55599 ignores pins.
             pins = None
     reservation = Reservation.reserve_whole(
