@@ -7,9 +7,9 @@ attribute with a stub class: callable, subclassable, usable as a decorator, a co
 manager, a generic (``X[...]``) or in a union (``X | None``). Nothing here computes.
 
 Only imports made by verl, OpenRLHF or the tests' workers are stubbed (see
-``FRAMEWORKS``). ``install()`` puts the finder first on ``sys.meta_path``; ``sitecustomize`` (beside this
-file) calls it in every process started with this folder on ``PYTHONPATH``, Ray's worker
-processes included.
+``FRAMEWORKS``). ``install()`` puts the finder first on ``sys.meta_path``;
+``sitecustomize`` (beside this file) calls it in every process started with this folder on
+``PYTHONPATH``, Ray's worker processes included.
 """
 
 from __future__ import annotations

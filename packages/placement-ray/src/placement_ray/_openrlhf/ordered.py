@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from ray.util.placement_group import PlacementGroup
 
 from placement_ray._cluster import Cluster
+from placement_ray._feasibility import check_feasible
 from placement_ray._placement_groups import (
     OrderedPlacementGroup,
     create_placement_group,
@@ -22,7 +23,6 @@ from placement_ray._placement_groups import (
     order_bundles,
 )
 from placement_ray._slime.alignment import align_engines
-from placement_ray._feasibility import check_feasible
 from placement_ray.errors import ArgumentError, ClusterError, EngineAlignmentError
 
 __all__ = ["engine_bundles", "ordered_group", "rank_bundles"]
@@ -112,9 +112,7 @@ def rank_bundles(pg: PlacementGroup, cluster: Cluster, world_size: int) -> list[
     return order[:world_size]
 
 
-def engine_bundles(
-    pg: PlacementGroup, cluster: Cluster, index: int, length: int
-) -> list[int]:
+def engine_bundles(pg: PlacementGroup, cluster: Cluster, index: int, length: int) -> list[int]:
     """Engine ``index``'s ``length`` bundles: positions ``index*length ..`` in (node, GPU)
     order, all on one node (or on whole nodes held by this engine alone).
 
@@ -142,5 +140,3 @@ def engine_bundles(
             problems=[f"engine {index} straddles nodes"],
         )
     return [s.index for s in mine]
-
-

@@ -37,9 +37,7 @@ def node_gpus(cluster: Cluster, resource: str) -> list[int]:
     return [int(t.get(resource, 0.0) + 1e-9) for t in node_totals(cluster)]
 
 
-def node_rooms(
-    cluster: Cluster, resource: str, spares: Collection[int] = ()
-) -> list[NodeRoom]:
+def node_rooms(cluster: Cluster, resource: str, spares: Collection[int] = ()) -> list[NodeRoom]:
     """Each node but the spares: its accelerators of ``resource`` and its CPUs."""
     return [
         NodeRoom(rank=rank, gpus=int(t.get(resource, 0.0) + 1e-9), cpus=t.get("CPU", 0.0))

@@ -62,9 +62,7 @@ class PoolPlan:
 
 def check_counts(name: str, process_on_nodes: object) -> tuple[int, ...]:
     """A pool's ``process_on_nodes`` checked: a non-empty list of ints >= 1."""
-    if isinstance(process_on_nodes, str | bytes) or not isinstance(
-        process_on_nodes, Sequence
-    ):
+    if isinstance(process_on_nodes, str | bytes) or not isinstance(process_on_nodes, Sequence):
         raise ArgumentError(
             f"{name}: expected a list of process counts per node such as [8, 8], "
             f"got {process_on_nodes!r}"

@@ -125,8 +125,10 @@ def read_topology(section: object) -> Topology:
     if not pools:
         raise ArgumentError("topology.device_pools: expected at least one pool, got none")
     sizes = {
-        name: (_int(c, "nnodes", f"topology.clusters[{name}]"),
-               _int(c, "n_gpus_per_node", f"topology.clusters[{name}]"))
+        name: (
+            _int(c, "nnodes", f"topology.clusters[{name}]"),
+            _int(c, "n_gpus_per_node", f"topology.clusters[{name}]"),
+        )
         for name, c in clusters.items()
     }
     spec: dict[str, list[int]] = {}
@@ -185,9 +187,7 @@ def _nodes(value: object, nnodes: int, path: str) -> tuple[int, ...] | None:
     return tuple(ranks)
 
 
-def _models(
-    value: object, pools: Mapping[str, Any], spares: Sequence[SparePool]
-) -> dict[str, str]:
+def _models(value: object, pools: Mapping[str, Any], spares: Sequence[SparePool]) -> dict[str, str]:
     standby = {s.name for s in spares}
     mapping: dict[str, str] = {}
     for i, raw in enumerate(_list(value, "topology.models")):

@@ -30,8 +30,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import ray
-from openrlhf.trainer.ray import launcher as _launcher  # type: ignore[import-not-found]
-from openrlhf.trainer.ray import vllm_engine as _engine  # type: ignore[import-not-found]
+from openrlhf.trainer.ray import launcher as _launcher
+from openrlhf.trainer.ray import vllm_engine as _engine
 from ray.util.placement_group import PlacementGroup
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -124,7 +124,11 @@ class RayActorGroup(_launcher.RayActorGroup):  # type: ignore[misc]
     """
 
     def __init__(
-        self, *args: Any, cluster: Cluster | None = None, timeout_s: float | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        cluster: Cluster | None = None,
+        timeout_s: float | None = None,
+        **kwargs: Any,
     ) -> None:
         self._placement_cluster = cluster
         self._placement_timeout_s = timeout_s
@@ -139,9 +143,7 @@ class RayActorGroup(_launcher.RayActorGroup):  # type: ignore[misc]
             bundle: dict[str, float] = {"GPU": 1, "CPU": 1}
             if self._resources:
                 bundle[next(iter(self._resources))] = self._num_resources_per_node
-            pg = ordered_group(
-                cluster, world_size, bundle, timeout_s=self._placement_timeout_s
-            ).pg
+            pg = ordered_group(cluster, world_size, bundle, timeout_s=self._placement_timeout_s).pg
         self.placement_group = pg
         self.rank_bundles = rank_bundles(pg, cluster, world_size)
 
@@ -205,7 +207,10 @@ def create_vllm_engines(
         ArgumentError: ``num_engines`` or ``tensor_parallel_size`` not an int >= 1.
         EngineAlignmentError: an engine of a given ``shared_pg`` straddles nodes.
     """
-    for name, value in (("num_engines", num_engines), ("tensor_parallel_size", tensor_parallel_size)):
+    for name, value in (
+        ("num_engines", num_engines),
+        ("tensor_parallel_size", tensor_parallel_size),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ArgumentError(f"{name}: expected an int >= 1, got {value!r}")
     ordered = functools.partial(placement_group, engine_size=tensor_parallel_size, cluster=cluster)
@@ -238,7 +243,7 @@ def train(args: Any) -> Any:
     ``create_vllm_engines`` bound to this module's (a colocated group keeps each vLLM
     engine of ``args.vllm.tensor_parallel_size`` GPUs on one node).
     """
-    from openrlhf.cli import train_ppo_ray as _train  # type: ignore[import-not-found]
+    from openrlhf.cli import train_ppo_ray as _train
 
     size = getattr(getattr(args, "vllm", None), "tensor_parallel_size", 1) or 1
     with _bound(

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl.single_controller.ray import base as _base  # type: ignore[import-not-found]
+from verl.single_controller.ray import base as _base
 
 from placement_ray._cluster import Cluster
 from placement_ray._placement_groups import OrderedPlacementGroup, remove_groups
@@ -83,12 +83,15 @@ class RayResourcePool(_base.SubRayResourcePool):  # type: ignore[misc]
         timeout_s: float | None = None,
     ) -> None:
         counts = (
-            [] if process_on_nodes is None else list(check_counts("process_on_nodes", process_on_nodes))
+            []
+            if process_on_nodes is None
+            else list(check_counts("process_on_nodes", process_on_nodes))
         )
         check_colocate_count(max_colocate_count)
         _base.RayResourcePool.__init__(
             self, counts, use_gpu, name_prefix, max_colocate_count, detached, accelerator_type
         )
+        self.pgs: list[Any] | None = None
         self.start_bundle_index = 0
         self.cluster = cluster
         self.timeout_s = timeout_s
@@ -133,7 +136,7 @@ class RayResourcePool(_base.SubRayResourcePool):  # type: ignore[misc]
                     resource=resource,
                 )[self.name_prefix]
             self._reserve(cluster, resource, name)
-        return list(self.pgs)
+        return list(self.pgs or ())
 
     def _cluster(self) -> Cluster:
         if self.cluster is None:
@@ -294,8 +297,11 @@ class ResourcePoolManager(_base.ResourcePoolManager):  # type: ignore[misc]
                 made.append(pool)
                 self.resource_pool_dict[name] = pool
             self.spare_groups = reserve_spares(
-                cluster, self.spare_nodes, cpus_per_bundle=self.max_colocate_count,
-                resource=resource, timeout_s=self.timeout_s,
+                cluster,
+                self.spare_nodes,
+                cpus_per_bundle=self.max_colocate_count,
+                resource=resource,
+                timeout_s=self.timeout_s,
             )
         except BaseException:
             for pool in made:
