@@ -21,6 +21,9 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(STUBS), str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])]
 )
 
+# verl picks its platform by probing torch; the stubbed torch has no devices.
+os.environ.setdefault("VERL_PLATFORM", "cuda")
+
 import compat_stubs  # noqa: E402
 
 compat_stubs.install()

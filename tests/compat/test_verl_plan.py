@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from placement_ray.errors import ArgumentError, InfeasiblePlacementGroupError
 from placement_ray._verl.plan import NodeRoom, check_colocate_count, check_counts, plan_pools
+from placement_ray.errors import ArgumentError, InfeasiblePlacementGroupError
 
 
 def rooms(*gpus: int, cpus: float = 32.0) -> list[NodeRoom]:
@@ -45,8 +45,8 @@ def test_pool_bigger_than_cluster_is_refused_in_totals() -> None:
 
 
 def test_cpu_shortfall_names_the_node_and_the_missing_cpus() -> None:
+    nodes = [NodeRoom(rank=0, gpus=2, cpus=8), NodeRoom(rank=1, gpus=2, cpus=5)]
     with pytest.raises(InfeasiblePlacementGroupError) as info:
-        nodes = [NodeRoom(rank=0, gpus=2, cpus=8), NodeRoom(rank=1, gpus=2, cpus=5)]
         plan_pools({"global": [2, 2]}, nodes, cpus_per_bundle=3)
     message = str(info.value)
     assert "2 processes on one node need 2 GPU and 6 CPUs" in message
