@@ -21,6 +21,7 @@ def _seen() -> dict[str, Any]:
         "visible": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
         "rank": int(os.environ.get("RANK", "-1")),
         "world_size": int(os.environ.get("WORLD_SIZE", "-1")),
+        "node_rank_label": os.environ.get("PLACEMENT_NODE_RANK", ""),
     }
 
 

@@ -22,7 +22,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 # verl picks its platform by probing torch; the stubbed torch has no devices.
-os.environ.setdefault("VERL_PLATFORM", "cuda")
+os.environ.setdefault("VERL_PLATFORM", "nvidia")
 
 import compat_stubs  # noqa: E402
 

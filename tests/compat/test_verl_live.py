@@ -37,15 +37,16 @@ def test_ranks_follow_numeric_ip_order_on_unequal_nodes(placement_cluster: Clust
     pool = RayResourcePool([2, 2, 1], max_colocate_count=1, cluster=placement_cluster)
     reports = seen(pool)
     assert [s["rank"] for s in reports] == [0, 1, 2, 3, 4]
-    assert where(placement_cluster, reports) == [(0, "0"), (0, "1"), (1, "0"), (1, "1"), (2, "0")]
-    assert [s["ip"] for s in reports] == [NODE_IPS[0]] * 2 + [NODE_IPS[1]] * 2 + [NODE_IPS[2]]
+    # Node 1 (127.0.0.9) has one GPU: the count of 1 goes there, a count of 2 to node 2.
+    assert where(placement_cluster, reports) == [(0, "0"), (0, "1"), (1, "0"), (2, "0"), (2, "1")]
+    assert [s["ip"] for s in reports] == [NODE_IPS[0]] * 2 + [NODE_IPS[1]] + [NODE_IPS[2]] * 2
 
 
 def test_get_placement_groups_returns_the_same_ordered_list(placement_cluster: Cluster) -> None:
     pool = RayResourcePool([2, 2], max_colocate_count=1, cluster=placement_cluster)
     first = pool.get_placement_groups()
     assert first == pool.get_placement_groups() == pool.pgs
-    assert pool.node_ranks == (0, 0, 1, 1)
+    assert pool.node_ranks == (0, 0, 2, 2)
 
 
 def test_split_pools_agree_with_the_whole_pool(placement_cluster: Cluster) -> None:
@@ -92,8 +93,8 @@ def test_manager_maps_roles_by_text_and_reserves_every_pool(placement_cluster: C
         cluster=placement_cluster,
     )
     manager.create_resource_pool()
-    assert manager.get_resource_pool("actor").node_ranks == (0, 0, 1, 1)
-    assert manager.get_resource_pool("rm").node_ranks == (2,)
+    assert manager.get_resource_pool("actor").node_ranks == (0, 0, 2, 2)
+    assert manager.get_resource_pool("rm").node_ranks == (1,)
 
 
 def test_topology_spare_pool_is_reserved_whole(placement_cluster: Cluster) -> None:
@@ -101,7 +102,13 @@ def test_topology_spare_pool_is_reserved_whole(placement_cluster: Cluster) -> No
         "clusters": [{"name": "default", "nnodes": 3, "n_gpus_per_node": 2}],
         "device_pools": [
             {"name": "train_pool", "nnodes": 2, "n_gpus_per_node": 2},
-            {"name": "spare", "nnodes": 1, "n_gpus_per_node": 1, "attributes": {"standby": True}},
+            {
+                "name": "spare",
+                "nnodes": 1,
+                "n_gpus_per_node": 1,
+                "nodes": [1],
+                "attributes": {"standby": True},
+            },
         ],
         "models": [{"name": "actor", "worker": "actor", "resource_pool": "train_pool"}],
     }
@@ -109,9 +116,9 @@ def test_topology_spare_pool_is_reserved_whole(placement_cluster: Cluster) -> No
         topology, max_colocate_count=1, cluster=placement_cluster
     )
     manager.create_resource_pool()
-    assert manager.spare_nodes == (2,)
-    assert sorted(manager.spare_groups) == [2]
-    assert manager.get_resource_pool("actor").node_ranks == (0, 0, 1, 1)
+    assert manager.spare_nodes == (1,)
+    assert sorted(manager.spare_groups) == [1]
+    assert manager.get_resource_pool("actor").node_ranks == (0, 0, 2, 2)
 
 
 def test_topology_naming_unknown_nodes_is_refused(placement_cluster: Cluster) -> None:
