@@ -53,7 +53,7 @@ def engines(pg: Any, tp: int, n: int, **kwargs: Any) -> list[Any]:
 
 
 def test_actor_ranks_follow_node_gpu_order(placement_cluster: Cluster) -> None:
-    group = RayActorGroup(2, 2, ACTOR, cluster=placement_cluster)
+    group = RayActorGroup(2, 2, ACTOR, cluster=placement_cluster, timeout_s=120)
     assert actor_seen(group, placement_cluster) == [
         (0, 0, "0"),
         (1, 0, "1"),

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.placement_cluster(**SHARED)]
 
 
 def test_verl_ranks_follow_node_rank_labels(placement_cluster: Cluster) -> None:
-    pool = RayResourcePool([2, 2], max_colocate_count=1, cluster=placement_cluster)
+    pool = RayResourcePool([2, 2], max_colocate_count=1, cluster=placement_cluster, timeout_s=120)
     group = RayWorkerGroup(
         resource_pool=pool, ray_cls_with_init=RayClassWithInitArgs(cls=ray.remote(VerlProbe))
     )
@@ -31,7 +31,7 @@ def test_verl_ranks_follow_node_rank_labels(placement_cluster: Cluster) -> None:
 
 
 def test_openrlhf_ranks_follow_node_rank_labels(placement_cluster: Cluster) -> None:
-    group = RayActorGroup(2, 2, ray.remote(OpenRLHFProbe), cluster=placement_cluster)
+    group = RayActorGroup(2, 2, ray.remote(OpenRLHFProbe), cluster=placement_cluster, timeout_s=120)
     reports = ray.get([a.seen.remote() for a in group._actor_handlers])
     assert [(s["worker_rank"], s["node_rank_label"], s["visible"]) for s in reports] == [
         (0, "0", "0"),

@@ -22,6 +22,7 @@ from placement_ray.errors import ArgumentError, InfeasiblePlacementGroupError
 pytestmark = [pytest.mark.slow, pytest.mark.placement_cluster(**IPS)]
 
 PROBE = ray.remote(VerlProbe)
+WAIT = 120.0  # placement groups that cannot be placed fail the test instead of hanging
 
 
 def seen(pool: Any) -> list[dict[str, Any]]:
@@ -34,7 +35,9 @@ def where(cluster: Cluster, reports: list[dict[str, Any]]) -> list[tuple[int, st
 
 
 def test_ranks_follow_numeric_ip_order_on_unequal_nodes(placement_cluster: Cluster) -> None:
-    pool = RayResourcePool([2, 2, 1], max_colocate_count=1, cluster=placement_cluster)
+    pool = RayResourcePool(
+        [2, 2, 1], max_colocate_count=1, cluster=placement_cluster, timeout_s=WAIT
+    )
     reports = seen(pool)
     assert [s["rank"] for s in reports] == [0, 1, 2, 3, 4]
     # Node 1 (127.0.0.9) has one GPU: the count of 1 goes there, a count of 2 to node 2.
@@ -43,14 +46,16 @@ def test_ranks_follow_numeric_ip_order_on_unequal_nodes(placement_cluster: Clust
 
 
 def test_get_placement_groups_returns_the_same_ordered_list(placement_cluster: Cluster) -> None:
-    pool = RayResourcePool([2, 2], max_colocate_count=1, cluster=placement_cluster)
+    pool = RayResourcePool([2, 2], max_colocate_count=1, cluster=placement_cluster, timeout_s=WAIT)
     first = pool.get_placement_groups()
     assert first == pool.get_placement_groups() == pool.pgs
     assert pool.node_ranks == (0, 0, 2, 2)
 
 
 def test_split_pools_agree_with_the_whole_pool(placement_cluster: Cluster) -> None:
-    pool = RayResourcePool([2, 2, 1], max_colocate_count=2, cluster=placement_cluster)
+    pool = RayResourcePool(
+        [2, 2, 1], max_colocate_count=2, cluster=placement_cluster, timeout_s=WAIT
+    )
     whole = where(placement_cluster, seen(pool))
     parts = [where(placement_cluster, seen(p)) for p in split_resource_pool(pool, [3, 2])]
     assert parts == [whole[:3], whole[3:]]
@@ -62,6 +67,7 @@ def test_cpu_shortfall_is_refused_before_reserving(placement_cluster: Cluster) -
         {"actor": "global_pool"},
         max_colocate_count=3,
         cluster=placement_cluster,
+        timeout_s=WAIT,
     )
     before = len(ray.util.placement_group_table())
     with pytest.raises(
@@ -73,7 +79,9 @@ def test_cpu_shortfall_is_refused_before_reserving(placement_cluster: Cluster) -
 
 
 def test_pool_bigger_than_cluster_is_refused_before_reserving(placement_cluster: Cluster) -> None:
-    pool = RayResourcePool([2, 2, 2], max_colocate_count=1, cluster=placement_cluster)
+    pool = RayResourcePool(
+        [2, 2, 2], max_colocate_count=1, cluster=placement_cluster, timeout_s=WAIT
+    )
     before = len(ray.util.placement_group_table())
     with pytest.raises(InfeasiblePlacementGroupError, match=r"6 GPU asked, the nodes have 5"):
         pool.get_placement_groups()
@@ -91,6 +99,7 @@ def test_manager_maps_roles_by_text_and_reserves_every_pool(placement_cluster: C
         {"actor": "actor_pool", "rm": "reward_pool"},
         max_colocate_count=1,
         cluster=placement_cluster,
+        timeout_s=WAIT,
     )
     manager.create_resource_pool()
     assert manager.get_resource_pool("actor").node_ranks == (0, 0, 2, 2)
@@ -136,7 +145,7 @@ def test_topology_naming_unknown_nodes_is_refused(placement_cluster: Cluster) ->
         ],
     }
     with pytest.raises(ArgumentError, match=r"nodes: unknown nodes \[5\]"):
-        ResourcePoolManager.from_topology(topology, cluster=placement_cluster)
+        ResourcePoolManager.from_topology(topology, cluster=placement_cluster, timeout_s=WAIT)
 
 
 # verl's own pieces, without the drop-in: each test asserts the bug is still there, so a

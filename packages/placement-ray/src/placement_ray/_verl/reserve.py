@@ -3,8 +3,9 @@
 verl's ``RayWorkerGroup`` gives rank ``r`` bundle ``r % chunk`` of group ``r // chunk``.
 So each group holds ``chunk`` consecutive ranks, every bundle pinned to its planned node
 (``ray.io/node-id`` label: it holds where nodes share an IP). A last group with fewer
-ranks is padded with bundles of ``PAD_CPUS`` CPU on the same node, because verl checks
-that every group holds ``chunk`` bundles. The GPU Ray gives each bundle is read back (a
+ranks is padded with bundles of one byte of ``memory`` on the same node (no CPU: the
+plan may use every CPU of a node), because verl checks that every group holds ``chunk``
+bundles. The GPU Ray gives each bundle is read back (a
 probe task per bundle) and must rise with the rank on each node; else the groups are
 removed and the reservation is refused.
 """
@@ -26,10 +27,10 @@ from .plan import PoolPlan
 if TYPE_CHECKING:
     from placement_ray._cluster import Cluster
 
-__all__ = ["PAD_CPUS", "check_gpu_order", "reserve_pool"]
+__all__ = ["PAD_BUNDLE", "check_gpu_order", "reserve_pool"]
 
-PAD_CPUS = 0.0001
-"""CPUs of a padding bundle (Ray's smallest amount)."""
+PAD_BUNDLE = {"memory": 1.0}
+"""A padding bundle: one byte of Ray's ``memory`` resource, which no worker asks for."""
 
 
 def reserve_pool(
@@ -65,7 +66,7 @@ def reserve_pool(
     try:
         for i, nodes in enumerate(plan.groups()):
             pad = plan.chunk - len(nodes)
-            bundles = [dict(bundle)] * len(nodes) + [{"CPU": PAD_CPUS}] * pad
+            bundles = [dict(bundle)] * len(nodes) + [dict(PAD_BUNDLE)] * pad
             pins = [*nodes, *([nodes[-1]] * pad)]
             groups.append(
                 create_placement_group(
