@@ -58,6 +58,7 @@ __all__ = [
 LOOPBACK = "127.0.0.1"
 LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0" keeps every Ray address on loopback
 DEFAULT_GPUS = 4
+logger = logging.getLogger(__name__)
 RANK_LABEL = "node-rank"
 RANK_ENV = "PLACEMENT_NODE_RANK"
 # Ray's accelerator-type name of a simulated node of each kind (the label and the
@@ -302,6 +303,18 @@ class SimulatedCluster:
         return args
 
     def _start(self) -> Any:
+        deadline = time.monotonic() + self.spec.timeout_s
+        while True:
+            try:
+                return self._start_once()
+            except ClusterError as exc:
+                # Ray gives a node 30 s to register, whatever the timeout: on a loaded
+                # machine that fails now and then, so try again while time is left.
+                if time.monotonic() >= deadline or "timed out during startup" not in str(exc):
+                    raise
+                logger.warning("simulated cluster did not start (%s); trying again", exc)
+
+    def _start_once(self) -> Any:
         from ray.cluster_utils import Cluster as RayCluster
 
         cluster = RayCluster()
