@@ -43,8 +43,8 @@ def actor_seen(group: Any, cluster: Cluster) -> list[tuple[int, int, str]]:
 
 
 def interleaved(cluster: Cluster) -> Any:
-    """A group whose bundles alternate nodes 1, 0, 1, 0 (as PACK may leave them)."""
-    return create_placement_group(cluster, [BUNDLE] * 4, pin_to=[1, 0, 1, 0]).pg
+    """A group whose bundles alternate nodes 2, 0, 2, 0 (as PACK may leave them)."""
+    return create_placement_group(cluster, [BUNDLE] * 4, pin_to=[2, 0, 2, 0]).pg
 
 
 def engines(pg: Any, tp: int, n: int, **kwargs: Any) -> list[Any]:
@@ -54,18 +54,19 @@ def engines(pg: Any, tp: int, n: int, **kwargs: Any) -> list[Any]:
 
 def test_actor_ranks_follow_node_gpu_order(placement_cluster: Cluster) -> None:
     group = RayActorGroup(2, 2, ACTOR, cluster=placement_cluster, timeout_s=120)
+    # Node 1 (127.0.0.9) has one GPU.
     assert actor_seen(group, placement_cluster) == [
         (0, 0, "0"),
         (1, 0, "1"),
         (2, 1, "0"),
-        (3, 1, "1"),
+        (3, 2, "0"),
     ]
 
 
 def test_actor_ranks_on_an_interleaved_group_follow_node_order(placement_cluster: Cluster) -> None:
     pg = interleaved(placement_cluster)
     group = RayActorGroup(2, 2, ACTOR, pg=pg, num_gpus_per_actor=0.2, cluster=placement_cluster)
-    assert [n for _, n, _ in actor_seen(group, placement_cluster)] == [0, 0, 1, 1]
+    assert [n for _, n, _ in actor_seen(group, placement_cluster)] == [0, 0, 2, 2]
 
 
 def test_engines_keep_their_tensor_parallel_bundles_on_one_node(
@@ -74,7 +75,7 @@ def test_engines_keep_their_tensor_parallel_bundles_on_one_node(
     reports = engines(None, 2, 2, cluster=placement_cluster)
     nodes = [{placement_cluster.rank_of(s["node_id"])} for s in reports]
     assert [s["bundle_indices"] for s in reports] == [[0, 1], [2, 3]]
-    assert nodes == [{0}, {1}]
+    assert nodes == [{0}, {2}]  # node 1 has one GPU: the second engine skips it
 
 
 def test_colocated_engines_and_actor_ranks_agree(
@@ -102,7 +103,7 @@ def test_bundle_indices_of_an_interleaved_group_follow_node_order(
 def test_bug_openrlhf_ranks_take_bundle_r_wherever_it_is(placement_cluster: Cluster) -> None:
     pg = interleaved(placement_cluster)
     group = orl_launcher.RayActorGroup(2, 2, ACTOR, pg=pg, num_gpus_per_actor=0.2)
-    assert [n for _, n, _ in actor_seen(group, placement_cluster)] == [1, 0, 1, 0]
+    assert [n for _, n, _ in actor_seen(group, placement_cluster)] == [2, 0, 2, 0]
 
 
 def test_bug_openrlhf_engine_bundles_disagree_with_actor_ranks(placement_cluster: Cluster) -> None:
