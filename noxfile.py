@@ -1,8 +1,8 @@
 """Developer and CI sessions for the placement monorepo.
 
 `nox` runs the default set (what CI runs); `nox --list` shows every session; one
-package's tests are `nox -s tests-core` (or tests-native, tests-ray, tests-e2e), all four
-`nox -t tests`.
+package's tests are `nox -s tests-core` (or tests-native, tests-ray, tests-e2e,
+tests-compat), all five `nox -t tests`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ nox.options.sessions = [
     "tests-native",
     "tests-ray",
     "tests-e2e",
+    "tests-compat",
     "tests_purepython",
     "core_alone",
     "examples",
@@ -51,7 +52,12 @@ PACKAGE_INSTALLS = {
     "native": [NATIVE, CORE],
     "ray": [CORE, NATIVE, RAY],
     "e2e": [CORE, NATIVE, RAY],  # tests/e2e: the demo end to end (about 2 minutes)
+    "compat": [CORE, NATIVE, RAY],  # tests/compat: verl's and OpenRLHF's code on our drop-ins
 }
+# The releases tests/compat runs, installed without their dependencies (their heavy
+# module-level imports are stubbed under tests/compat/stubs; numpy and tqdm are real).
+COMPAT_RELEASES = ["verl==0.9.1", "openrlhf==0.11.2"]
+COMPAT_DEPS = ["numpy", "tqdm"]
 SOURCES = ["noxfile.py", "packages", "tests", "benchmarks", "examples", "docs/hooks"]
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
@@ -108,6 +114,14 @@ _tests_session("core", "placement-core's tests (tests/core), with core installed
 _tests_session("native", "placement-native's tests (tests/native) on the compiled extension.")
 _tests_session("ray", "placement-ray's tests (tests/ray) on loopback Ray clusters; about 14 min.")
 _tests_session("e2e", "The demo end to end (tests/e2e) against the README; about 2 min.")
+
+
+@nox.session(python=PYTHON, name="tests-compat", tags=["tests"])
+def tests_compat(session: nox.Session) -> None:
+    """verl's and OpenRLHF's own code on placement-ray's drop-ins (tests/compat)."""
+    session.install(*COMPAT_DEPS)
+    session.install("--no-deps", *COMPAT_RELEASES)
+    _run_package_tests(session, "compat")
 
 
 def _require_native_extension(session: nox.Session) -> None:

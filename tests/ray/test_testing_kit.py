@@ -84,6 +84,8 @@ def test_resources_still_held_after_the_timeout_are_named(
         ({"nodes": 3, "topology": ["mig"]}, "expected one machine or a list of 3"),
         ({"job": "a/b"}, "job: expected a non-empty name without '/'"),
         ({"timeout_s": 0}, "timeout_s: expected seconds > 0, got 0"),
+        ({"node_ip": "10.0.0.1"}, r"node_ip: expected a loopback address such as '127.0.0.9'"),
+        ({"nodes": 2, "node_ip": ("127.0.0.1",)}, "node_ip: expected one value or a list of 2"),
     ],
 )
 def test_a_bad_shape_names_the_field(fields: dict[str, object], message: str) -> None:

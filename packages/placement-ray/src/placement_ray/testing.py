@@ -28,6 +28,7 @@ every test).
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import os
 import time
@@ -60,6 +61,7 @@ logger = logging.getLogger(__name__)
 LOOPBACK = "127.0.0.1"
 LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0" keeps every Ray address on loopback
 DEFAULT_GPUS = 4
+logger = logging.getLogger(__name__)
 RANK_LABEL = "node-rank"
 RANK_ENV = "PLACEMENT_NODE_RANK"
 # Ray's accelerator-type name of a simulated node of each kind (the label and the
@@ -93,6 +95,9 @@ class ClusterSpec:
             one per node; None: the kind's usual name (``Ascend910B``, ...; none for
             NVIDIA, whose fake machine, if any, names its GPUs).
         labelled: Give node ``i`` the ``node-rank`` label and ``PLACEMENT_NODE_RANK``.
+        node_ip: The loopback address the node binds (``127.x.y.z``), or one per node;
+            several nodes may share one. Node 0 (the head, where the driver connects)
+            keeps ``127.0.0.1`` unless given another.
         job: The job name of the driver's connection (Ray namespace ``placement-<job>``).
         object_store_mb: Object store size per node, in MiB.
         timeout_s: Limit for nodes to come up, discovery and cleanup between tests.
@@ -105,6 +110,7 @@ class ClusterSpec:
     accelerator: str | tuple[str | None, ...] | None = "nvidia"
     accelerator_model: str | tuple[str | None, ...] | None = None
     labelled: bool = True
+    node_ip: str | tuple[str, ...] = LOOPBACK
     job: str = "pytest"
     object_store_mb: int = 80
     timeout_s: float = 60.0
@@ -146,6 +152,7 @@ class ClusterSpec:
             ("gpus_per_node", _count, "an int >= 0"),
             ("accelerator", _kind, f"None or one of {kinds}"),
             ("accelerator_model", _name, "None or a non-empty name"),
+            ("node_ip", _loopback, "a loopback address such as '127.0.0.9'"),
         )
         for name, ok, expected in checks:
             value = getattr(self, name)
@@ -185,6 +192,13 @@ def _kind(value: object) -> bool:
 
 def _name(value: object) -> bool:
     return value is None or (isinstance(value, str) and bool(value.strip()))
+
+
+def _loopback(value: object) -> bool:
+    try:
+        return isinstance(value, str) and ipaddress.ip_address(value).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass
@@ -284,7 +298,7 @@ class SimulatedCluster:
         args: dict[str, Any] = {
             "num_cpus": self.spec.cpus_per_node,
             "num_gpus": count if resource == "GPU" else 0,
-            "node_ip_address": LOOPBACK,
+            "node_ip_address": self.spec.per_node("node_ip", rank),
             "object_store_memory": self.spec.object_store_mb * 1024 * 1024,
         }
         labels: dict[str, str] = {}

@@ -1,0 +1,1 @@
+"""OpenRLHF's placement groups and rank-to-bundle maps, ordered (private)."""

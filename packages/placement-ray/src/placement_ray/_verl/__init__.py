@@ -1,0 +1,1 @@
+"""verl's resource pools on placement-ray's ordered, pinned reservation (private)."""
