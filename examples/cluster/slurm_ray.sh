@@ -159,6 +159,7 @@ PY
 fi
 [[ "${RAY_PORT}" =~ ^[0-9]+$ ]] && [ "${RAY_PORT}" -ge 1 ] && [ "${RAY_PORT}" -le 65535 ] ||
     fail "RAY_PORT: ${RAY_PORT@Q} is not a port number from 1 to 65535"
+case "${RAY_AUTH}" in token | disabled) ;; *) fail "RAY_AUTH: ${RAY_AUTH@Q} is not one of token, disabled" ;; esac
 [[ "${RAY_WAIT_S}" =~ ^[0-9]+$ ]] || fail "RAY_WAIT_S: ${RAY_WAIT_S@Q} is not a number of seconds"
 [ -r "${CONFIG}" ] || fail "CONFIG: ${CONFIG@Q} is not a readable file (paths are relative to $(pwd))"
 [ -r "${JOB}" ] || fail "JOB: ${JOB@Q} is not a readable file (paths are relative to $(pwd))"
@@ -182,7 +183,6 @@ disabled)
     unset RAY_AUTH_TOKEN_PATH
     export RAY_AUTH_MODE=disabled
     ;;
-*) fail "RAY_AUTH: ${RAY_AUTH@Q} is not one of token, disabled" ;;
 esac
 export JOB_DIR RAY_PORT RAY_WAIT_S RAY_EXTRA_ARGS RAY_HEAD_ARGS RAY_RESOURCES NODE_IFACE
 
