@@ -32,6 +32,12 @@
 #                   (default: the address of the default route, the snapshot's `ip`)
 #   RAY_WAIT_S      how long to wait for the head and for every node (default 300)
 #
+# NVLink domains (GB200 NVL72 racks): with Slurm's topology/block plugin configured from
+# `placement slurm-topology node*.json` (one block per domain), submit with
+# `sbatch --segment=<nodes per domain>` (or enable the line below, two # removed) so the
+# allocation is made of whole domains.
+##SBATCH --segment=18
+#
 #SBATCH --job-name=placement-ray
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=1
