@@ -70,6 +70,44 @@ on_node_snapshot() {
     echo "$(hostname) $(node_ip "${snapshot}")" >"${JOB_DIR}/nodes/${SLURM_NODEID}"
 }
 
+# The processes under PID (children, theirs, ...), separated by spaces.
+descendants() {
+    ps -e -o pid=,ppid= | awk -v root="$1" '
+        { parent[$1] = $2 }
+        END {
+            found[root] = 1
+            for (changed = 1; changed;) {
+                changed = 0
+                for (p in parent) if (!(p in found) && (parent[p] in found)) { found[p] = 1; changed = 1 }
+            }
+            for (p in found) if (p != root) printf "%s ", p
+        }'
+}
+
+# Stop this node's Ray: SIGTERM to `ray start --block` (Ray's own graceful stop, for its
+# processes on this node only, unlike `ray stop`), then to whatever it started that is
+# still there (agents outlive their raylet for a while), SIGKILL after 20 s.
+stop_node_ray() {
+    local pid=$1 left=() waited=0
+    read -ra left <<<"$(descendants "${pid}")"
+    kill -TERM "${pid}" 2>/dev/null || true
+    wait "${pid}" 2>/dev/null || true
+    while [ "${waited}" -lt 20 ] && any_alive "${left[@]}"; do
+        [ "${waited}" -ne 5 ] || kill -TERM "${left[@]}" 2>/dev/null || true
+        sleep 1
+        waited=$((waited + 1))
+    done
+    [ "${#left[@]}" -eq 0 ] || kill -KILL "${left[@]}" 2>/dev/null || true
+}
+
+any_alive() {
+    local pid
+    for pid in "$@"; do
+        kill -0 "${pid}" 2>/dev/null && return 0
+    done
+    return 1
+}
+
 # Step 3 on one node: Ray until the batch script writes JOB_DIR/stop, then a clean stop.
 on_node_ray() {
     export PLACEMENT_NODE_RANK=${SLURM_NODEID}
@@ -98,6 +136,8 @@ on_node_ray() {
     ray start "${start[@]}" --node-ip-address="${ip}" --labels="node-rank=${SLURM_NODEID}" \
         --block "${extra[@]}" >"${log}" 2>&1 &
     local ray_pid=$!
+    # SLURM ends a failed step's other tasks with SIGTERM: Ray goes with them.
+    trap 'stop_node_ray "${ray_pid}"; exit 1' TERM INT
     while [ ! -e "${JOB_DIR}/stop" ]; do
         if [ "${SLURM_NODEID}" -eq 0 ] && [ ! -e "${JOB_DIR}/head-up" ] &&
             grep -q "Ray runtime started" "${log}"; then
@@ -111,9 +151,7 @@ on_node_ray() {
         fi
         sleep 1
     done
-    # SIGTERM is Ray's own graceful stop (its processes on this node only, unlike `ray stop`).
-    kill -TERM "${ray_pid}" 2>/dev/null || true
-    wait "${ray_pid}" 2>/dev/null || true
+    stop_node_ray "${ray_pid}"
 }
 
 if [ "${1:-}" = "--on-node" ]; then
