@@ -12,8 +12,9 @@
 #    SLURM node id), and the address Ray will use on it.
 # 2. The job's config is planned offline on those snapshots: a config that does not fit
 #    the allocation fails here, before Ray starts.
-# 3. Node i starts Ray with the `node-rank=i` label and PLACEMENT_NODE_RANK=i; node 0 is
-#    the head. A `ray start` that fails ends the job at once.
+# 3. Node i starts Ray with the `node-rank=i` label (and `placement.io/nvlink-domain`, on
+#    nodes of a multi-node NVLink domain) and PLACEMENT_NODE_RANK=i; node 0 is the head.
+#    A `ray start` that fails ends the job at once.
 # 4. The job runs once every node has joined; then Ray stops on every node, and the job's
 #    exit status is the batch script's.
 #
@@ -63,11 +64,14 @@ node_ip() {
     fi
 }
 
-# Step 1 on one node: its snapshot and its address ("<host> <ip>") in the job's directory.
+# Step 1 on one node: its snapshot, and "<host> <ip> <ray labels>" in the job's directory.
 on_node_snapshot() {
     local snapshot="${JOB_DIR}/snapshots/node${SLURM_NODEID}.json"
     PLACEMENT_NODE_RANK=${SLURM_NODEID} python -m placement_native snapshot --json >"${snapshot}"
-    echo "$(hostname) $(node_ip "${snapshot}")" >"${JOB_DIR}/nodes/${SLURM_NODEID}"
+    local ip labels # its Ray labels: node-rank, and its NVLink domain where it has one
+    ip=$(node_ip "${snapshot}")
+    labels=$(python -m placement_ray labels "${snapshot}")
+    echo "$(hostname) ${ip} ${labels}" >"${JOB_DIR}/nodes/${SLURM_NODEID}"
 }
 
 # The processes under PID (children, theirs, ...), separated by spaces.
@@ -111,8 +115,8 @@ any_alive() {
 # Step 3 on one node: Ray until the batch script writes JOB_DIR/stop, then a clean stop.
 on_node_ray() {
     export PLACEMENT_NODE_RANK=${SLURM_NODEID}
-    local ip extra=() start=()
-    read -r _ ip <"${JOB_DIR}/nodes/${SLURM_NODEID}"
+    local ip labels extra=() start=()
+    read -r _ ip labels <"${JOB_DIR}/nodes/${SLURM_NODEID}"
     read -ra extra <<<"${RAY_EXTRA_ARGS:-}"
     [ -z "${RAY_RESOURCES:-}" ] || extra+=("--resources=${RAY_RESOURCES}")
     local log="${JOB_DIR}/logs/ray-node${SLURM_NODEID}.log"
@@ -133,7 +137,7 @@ on_node_ray() {
         done
         start=(--address="${HEAD_ADDRESS}")
     fi
-    ray start "${start[@]}" --node-ip-address="${ip}" --labels="node-rank=${SLURM_NODEID}" \
+    ray start "${start[@]}" --node-ip-address="${ip}" --labels="${labels}" \
         --block "${extra[@]}" >"${log}" 2>&1 &
     local ray_pid=$!
     # SLURM ends a failed step's other tasks with SIGTERM: Ray goes with them.
@@ -237,7 +241,7 @@ HOSTNAMES=() ADDRESSES=()
 for ((i = 0; i < NUM_NODES; i++)); do
     [ -s "${JOB_DIR}/nodes/${i}" ] ||
         fail "node ${i} wrote no snapshot into ${JOB_DIR}: it must be on a filesystem every node shares (set JOB_DIR and submit from there)"
-    read -r "HOSTNAMES[i]" "ADDRESSES[i]" <"${JOB_DIR}/nodes/${i}"
+    read -r "HOSTNAMES[i]" "ADDRESSES[i]" _ <"${JOB_DIR}/nodes/${i}"
 done
 # A multi-node job needs addresses the other nodes reach: no loopback address unless
 # every node runs on this one host.
