@@ -17,6 +17,7 @@ from placement_ray._domain_label import (
     DOMAIN_LABEL,
     check_domain_label,
     domain_label_value,
+    domain_selector,
     snapshot_labels,
 )
 from placement_ray._node_order import NodeFacts
@@ -107,3 +108,10 @@ def test_discovery_refuses_a_label_that_contradicts_the_snapshot() -> None:
         f"domain '{CLUSTER}/3': start the node with the labels `python -m placement_ray "
         "labels` prints there"
     )
+
+
+def test_a_pinned_bundle_also_asks_for_its_nodes_domain() -> None:
+    assert domain_selector({DOMAIN_LABEL: f"{CLUSTER}.3", "node-rank": "0"}) == {
+        DOMAIN_LABEL: f"{CLUSTER}.3"
+    }
+    assert domain_selector({"node-rank": "0"}) == {}

@@ -3,7 +3,8 @@
 A node started with ``ray start --labels="$(python -m placement_ray labels)"`` carries its
 rank and its NVLink domain (core's ``Node.nvlink_domain`` from the node's snapshot:
 ``<cluster_uuid>/<clique_id>``, written ``<cluster_uuid>.<clique_id>`` because a label
-value may not hold a ``/``), so Ray's label selectors can keep work inside one domain.
+value may not hold a ``/``), so Ray's label selectors can keep work inside one domain:
+a bundle that ``launch`` pins to a labelled node asks for that node's domain label too.
 Ray 2.60's own ``ray.io/gpu-domain`` (its placement groups' ``topology_strategy``) is
 in the ``ray.io/`` prefix that Ray reserves for the labels it sets itself, so placement
 does not set it. Discovery checks a node's label against its snapshot.
@@ -51,6 +52,14 @@ def snapshot_labels(snapshot: Mapping[str, Any]) -> dict[str, str]:
     if node.nvlink_domain is not None:
         labels[DOMAIN_LABEL] = domain_label_value(node.nvlink_domain)
     return labels
+
+
+def domain_selector(labels: Mapping[str, str]) -> dict[str, str]:
+    """The part of a bundle's label selector that keeps it in its node's NVLink domain:
+    ``{placement.io/nvlink-domain: <value>}`` where the node carries the label, else
+    nothing. A pinned bundle then needs both its node and that node's domain."""
+    value = labels.get(DOMAIN_LABEL)
+    return {} if value is None else {DOMAIN_LABEL: value}
 
 
 def check_domain_label(
