@@ -220,18 +220,12 @@ rm -f "${JOB_DIR}/stop" "${JOB_DIR}/head-up" "${JOB_DIR}"/nodes/* "${JOB_DIR}"/s
 cp "${BASH_SOURCE[0]}" "${JOB_DIR}/slurm_ray.sh"
 
 # Ray's token authentication: one fresh token for this job, read from JOB_DIR by every
-# node and every driver; RAY_AUTH_MODE set either way, so ~/.ray never decides.
+# node and every driver, and RAY_AUTH_MODE set, so ~/.ray never decides. The token path is
+# set with RAY_AUTH=disabled too: Ray 2.60 with RAY_AUTH_MODE=disabled still reads a
+# ~/.ray/auth_token left by an earlier ray.init(), and the head then fails to start.
 unset RAY_AUTH_TOKEN
-case "${RAY_AUTH}" in
-token)
-    (umask 077 && python -c 'import secrets; print(secrets.token_hex(32))' >"${JOB_DIR}/ray_auth_token")
-    export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="${JOB_DIR}/ray_auth_token"
-    ;;
-disabled)
-    unset RAY_AUTH_TOKEN_PATH
-    export RAY_AUTH_MODE=disabled
-    ;;
-esac
+(umask 077 && python -c 'import secrets; print(secrets.token_hex(32))' >"${JOB_DIR}/ray_auth_token")
+export RAY_AUTH_MODE="${RAY_AUTH}" RAY_AUTH_TOKEN_PATH="${JOB_DIR}/ray_auth_token"
 export JOB_DIR RAY_PORT RAY_WAIT_S RAY_EXTRA_ARGS RAY_HEAD_ARGS RAY_RESOURCES NODE_IFACE
 
 # 1. One snapshot per node, named and tagged by the node's rank (its SLURM node id).

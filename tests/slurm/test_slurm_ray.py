@@ -151,7 +151,6 @@ def test_cpu_only_leaves_no_process(slurm: SlurmCluster, cpu_only: Finished) -> 
 
 def test_musa_job_succeeds_with_auth_disabled(musa: Finished) -> None:
     assert musa.status == 0, musa.log
-    assert not (musa.job_dir / "ray_auth_token").exists()
 
 
 def test_musa_workers_see_their_ranks_and_devices(musa: Finished) -> None:
