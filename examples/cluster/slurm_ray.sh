@@ -255,7 +255,8 @@ export HEAD_ADDRESS
 placement validate "${CONFIG}" --inventory "${JOB_DIR}"/snapshots/node*.json
 placement plan "${CONFIG}" --inventory "${JOB_DIR}"/snapshots/node*.json --format table
 
-# 3. Ray on every node, node-rank label = SLURM node id; node 0 is the head.
+# 3. Ray on every node with the labels of step 1 (node-rank = SLURM node id); node 0 is
+#    the head.
 srun --nodes="${NUM_NODES}" --ntasks-per-node=1 --kill-on-bad-exit=1 \
     bash "${JOB_DIR}/slurm_ray.sh" --on-node ray &
 RAY_STEP=$!
@@ -271,7 +272,19 @@ stop_ray() {
 }
 trap stop_ray EXIT
 
-# 4. Wait for every node (ranks 0..n-1), failing fast if Ray's step ends, then run the job.
+# 4. Wait for the head, then for every node (ranks 0..n-1), failing fast if Ray's step
+#    ends; then run the job.
+ray_step_alive() {
+    kill -0 "${RAY_STEP}" 2>/dev/null ||
+        fail "Ray did not start on every node (its step ended; the lines above say why)"
+}
+WAITED=0
+until [ -e "${JOB_DIR}/head-up" ]; do
+    ray_step_alive
+    [ "${WAITED}" -lt "${RAY_WAIT_S}" ] || fail "the head did not start Ray within ${RAY_WAIT_S} s"
+    sleep 1
+    WAITED=$((WAITED + 1))
+done
 export RAY_ADDRESS="${HEAD_ADDRESS}"
 python - "${NUM_NODES}" "${RAY_WAIT_S}" <<'PY' &
 import sys
@@ -285,10 +298,8 @@ for node in cluster.inventory.nodes:
 PY
 WAITER=$!
 while kill -0 "${WAITER}" 2>/dev/null; do
-    if ! kill -0 "${RAY_STEP}" 2>/dev/null; then
-        kill "${WAITER}" 2>/dev/null || true
-        fail "Ray did not start on every node (its step ended; the lines above say why)"
-    fi
+    kill -0 "${RAY_STEP}" 2>/dev/null || kill "${WAITER}" 2>/dev/null || true
+    ray_step_alive
     sleep 1
 done
 wait "${WAITER}" || fail "not every node joined the Ray cluster within ${RAY_WAIT_S} s"
