@@ -137,9 +137,10 @@ on_node_ray() {
         done
         start=(--address="${HEAD_ADDRESS}")
     fi
+    local ray_pid tries=1
     ray start "${start[@]}" --node-ip-address="${ip}" --labels="${labels}" \
         --block "${extra[@]}" >"${log}" 2>&1 &
-    local ray_pid=$!
+    ray_pid=$!
     # SLURM ends a failed step's other tasks with SIGTERM: Ray goes with them.
     trap 'stop_node_ray "${ray_pid}"; exit 1' TERM INT
     while [ ! -e "${JOB_DIR}/stop" ]; do
@@ -150,6 +151,16 @@ on_node_ray() {
         if ! kill -0 "${ray_pid}" 2>/dev/null; then
             local status=0
             wait "${ray_pid}" || status=$?
+            # Ray 2.60 gives a starting node 30 s to register, which an overloaded node
+            # can miss: one more try, then the failure.
+            if [ "${tries}" -lt 2 ] && grep -q "timed out during startup" "${log}"; then
+                echo "slurm_ray.sh: node ${SLURM_NODEID}: Ray did not register within its 30 s; starting it again" >&2
+                tries=$((tries + 1))
+                ray start "${start[@]}" --node-ip-address="${ip}" --labels="${labels}" \
+                    --block "${extra[@]}" >"${log}" 2>&1 &
+                ray_pid=$!
+                continue
+            fi
             tail -n 20 "${log}" >&2
             fail "node ${SLURM_NODEID} ($(hostname)): ray start exited (status ${status}); its log: ${log}"
         fi
