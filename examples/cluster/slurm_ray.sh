@@ -238,6 +238,9 @@ unset RAY_AUTH_TOKEN
 (umask 077 && python -c 'import secrets; print(secrets.token_hex(32))' >"${JOB_DIR}/ray_auth_token")
 export RAY_AUTH_MODE="${RAY_AUTH}" RAY_AUTH_TOKEN_PATH="${JOB_DIR}/ray_auth_token"
 export JOB_DIR RAY_PORT RAY_WAIT_S RAY_EXTRA_ARGS RAY_HEAD_ARGS RAY_RESOURCES NODE_IFACE
+# How long Ray's GCS waits for a starting node to register (Ray's default makes a busy
+# node miss its start; the error itself says to raise this setting).
+export RAY_raylet_start_wait_time_s=${RAY_raylet_start_wait_time_s:-120}
 
 # 1. One snapshot per node, named and tagged by the node's rank (its SLURM node id).
 srun --nodes="${NUM_NODES}" --ntasks-per-node=1 --kill-on-bad-exit=1 \
