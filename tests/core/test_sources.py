@@ -124,6 +124,28 @@ def test_a_short_snapshot_and_a_gpu_entry_with_an_error_read_alike() -> None:
         )
 
 
+def test_node_declared_cpu_only_is_not_partial_without_a_driver() -> None:
+    # A CPU head or agent node has no NVIDIA driver: its snapshot's nvml_error is expected
+    # once the config's inventory: section says the node has no accelerators.
+    no_driver = snapshot(0, nvml_error="libnvidia-ml.so.1 not found")
+    cfg = config(2, inventory=[{"node_ranks": 0, "accelerators": {"count": 0}}])
+    inventory = inventory_for(cfg, snapshots=[no_driver, snapshot(8)])
+    assert accel_counts(inventory) == [0, 8]
+    assert inventory.shortfalls == ()
+
+
+def test_node_declared_nvidia_without_a_driver_is_still_refused() -> None:
+    no_driver = snapshot(0, nvml_error="libnvidia-ml.so.1 not found")
+    cfg = config(2, inventory=[{"node_ranks": 0, "accelerators": {"count": 8}}])
+    with pytest.raises(InventoryError, match="could not read the node's accelerators"):
+        inventory_for(cfg, snapshots=[no_driver, snapshot(8)])
+
+
+def test_node_declared_cpu_only_keeps_what_its_snapshot_lists() -> None:
+    cfg = config(1, inventory=[{"node_ranks": 0, "accelerators": {"count": 0}}])
+    assert accel_counts(inventory_for(cfg, snapshots=[snapshot(2)])) == [2]
+
+
 def test_snapshot_unknown_keys_are_allowed() -> None:
     data = snapshot(1, numa_nodes=2)
     data["accelerators"][0]["compute_capability"] = "9.0"

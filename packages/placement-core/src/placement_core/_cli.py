@@ -45,6 +45,7 @@ from ._plan import Plan, plan
 from ._ranks import format_rank_list
 from ._replan import replan
 from ._shown import shown, shown_digits
+from ._slurm_topology_cli import add_slurm_topology_parser, run_slurm_topology
 from ._sources import inventory_for
 from ._version import __version__
 from ._yamlio import file_lines, line_of, read_document
@@ -197,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the JSON Schema of the config (for editor completion)",
         description="Print the JSON Schema of a cluster config document.",
     )
+    add_slurm_topology_parser(commands)
     return parser
 
 
@@ -397,6 +399,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         if args.command == "validate":
             return _run_validate(args, out)
+        if args.command == "slurm-topology":
+            return run_slurm_topology(args, out)
         return _run_plan(args, out)
     except PlacementError as error:
         _report(error, config, err)

@@ -699,8 +699,11 @@ def inventory_for(
         )
     from_config = _config_accelerators(config)
     # NVML sees NVIDIA devices only: a node the config declares with others (Ascend, Gaudi,
-    # ...) has a snapshot that lists none, and maybe an nvml_error; both are expected.
-    non_nvml = frozenset(r for r, accs in from_config.items() if accs and accs[0].type != "nvidia")
+    # ...) or with none (`count: 0`, a CPU-only node, which may have no NVIDIA driver at
+    # all) has a snapshot that lists none, and maybe an nvml_error; both are expected.
+    non_nvml = frozenset(
+        r for r, accs in from_config.items() if not accs or accs[0].type != "nvidia"
+    )
     read = (
         _snapshot_nodes(
             snapshots, config.num_nodes, accept_partial=accept_partial, non_nvml=non_nvml

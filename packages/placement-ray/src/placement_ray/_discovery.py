@@ -35,6 +35,7 @@ from placement_core import (
 )
 from placement_native import NODE_RANK_ENVS
 
+from ._domain_label import check_domain_label
 from ._node_order import NodeFacts, order_nodes
 from ._rayapi import alive_nodes
 from .errors import ClusterError
@@ -257,6 +258,7 @@ def build_inventory(ordered: Sequence[NodeFacts]) -> Inventory:
                 f"the snapshot taken on node {rank} ({facts.node_id}) is malformed: {error.reason}",
                 path=error.path,
             ) from None
+        check_domain_label(rank, facts.node_id, facts.labels, domain)
         if (
             facts.snapshot
             and facts.snapshot.get("accelerators")

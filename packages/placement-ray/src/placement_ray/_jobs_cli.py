@@ -17,7 +17,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["main", "render_table"]
+__all__ = ["add_jobs_parser", "render_table", "run_jobs"]
 
 
 def _when(since: float) -> str:
@@ -69,14 +69,15 @@ def render_table(table: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m placement_ray``; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m placement_ray")
-    sub = parser.add_subparsers(dest="command", required=True)
-    jobs = sub.add_parser("jobs", help="list the leases and the queue of a shared cluster")
+def add_jobs_parser(commands: Any) -> None:
+    """The ``jobs`` subcommand of ``python -m placement_ray``."""
+    jobs = commands.add_parser("jobs", help="list the leases and the queue of a shared cluster")
     jobs.add_argument("--address", help="the Ray cluster's address (default: RAY_ADDRESS)")
     jobs.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args(argv)
+
+
+def run_jobs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``python -m placement_ray jobs``; returns the exit status."""
     address = args.address or os.environ.get("RAY_ADDRESS")
     if not address:
         parser.error("jobs: no cluster: pass --address HOST:PORT or set RAY_ADDRESS")

@@ -36,6 +36,7 @@ from ._accelerators import (
     share_options,
     whole_only,
 )
+from ._domain_label import domain_selector
 from ._feasibility import check_feasible, format_resources, validate_bundles
 from ._node_order import NODE_RANK_LABEL
 from ._rayapi import alive_nodes, available_per_node, schedulable_resources, shown_resources
@@ -323,6 +324,7 @@ def pin_selectors(cluster: Cluster, pin_to: Sequence[int | None]) -> list[dict[s
                 f"label (Ray too old?) nor {NODE_RANK_LABEL!r}={rank}, so a bundle cannot be "
                 "pinned to it"
             )
+        selectors[-1].update(domain_selector(mine))
     return selectors
 
 

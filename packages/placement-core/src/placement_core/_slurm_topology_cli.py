@@ -1,0 +1,44 @@
+"""``placement slurm-topology``: Slurm's topology/block file from node snapshots."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, TextIO
+
+from ._slurm_topology import render_slurm_topology
+
+EXIT_OK = 0
+
+
+def add_slurm_topology_parser(commands: Any) -> None:
+    """Register the subcommand on the ``placement`` parser's subparsers."""
+    parser = commands.add_parser(
+        "slurm-topology",
+        help="write Slurm's topology/block configuration: one block per NVLink domain",
+        description="Read node snapshots (python -m placement_native snapshot --json, one "
+        "per node) and write the topology/block plugin's configuration with one block per "
+        "NVLink domain, so that `sbatch --segment=N` keeps a job in whole domains.",
+    )
+    parser.add_argument("snapshots", nargs="+", metavar="SNAPSHOT", help="node snapshot files")
+    parser.add_argument(
+        "--format",
+        "-f",
+        choices=("yaml", "conf"),
+        default="yaml",
+        help="yaml: topology.yaml (Slurm 25.05+); conf: topology.conf BlockName lines "
+        "(Slurm 23.11-24.11)",
+    )
+    parser.add_argument(
+        "--name", default="nvlink", help="the topology's name in topology.yaml (default nvlink)"
+    )
+    parser.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead")
+
+
+def run_slurm_topology(args: argparse.Namespace, out: TextIO) -> int:
+    text = render_slurm_topology(args.snapshots, args.format, args.name)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        out.write(text)
+    return EXIT_OK
