@@ -516,7 +516,7 @@ def test_accepting_a_lost_gpu_keeps_the_node_nvidia_and_says_so() -> None:
     document["accelerators"][0]["error"] = "GPU is lost"
     inventory = inventory_for(_ascend_config(), snapshots=[document], accept_partial=True)
     assert inventory.nodes[0].accelerators == ()  # never the config's NPUs
-    assert any("accelerator 0 left out" in s for s in inventory.shortfalls)
+    assert any("planned without accelerator 0 (left out)" in s for s in inventory.shortfalls)
     assert any("declares ascend" in w for w in inventory.warnings)
 
 
