@@ -42,7 +42,6 @@ from ._attach import attach
 from ._cluster import Cluster
 from ._failure import HealthReport, Occupant, check_health, occupants
 from ._launch import Launch, launch
-from ._lease_errors import JobNameTakenError, LeaseError, LedgerVersionError, QueueTimeoutError
 from ._leases import LeaseRecord, QueueRecord, leases
 from ._memory_live import GpuMemoryInUse, MemoryInUse
 from ._node_order import NODE_RANK_LABEL
@@ -64,7 +63,10 @@ from .errors import (
     ForeignClusterError,
     InfeasiblePlacementGroupError,
     InterpreterError,
+    JobNameTakenError,
     LaunchNotFoundError,
+    LeaseError,
+    LedgerVersionError,
     NativeCallError,
     NodeLostError,
     NodeOrderError,
@@ -76,6 +78,7 @@ from .errors import (
     PlacementRayWarning,
     PortNotHeldError,
     ProbeError,
+    QueueTimeoutError,
     UnknownRoleError,
     WorkerCallError,
     WorkerStartError,

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ._lease_errors import JobNameTakenError, LeaseError, LedgerVersionError
+from .errors import JobNameTakenError, LeaseError, LedgerVersionError
 
 __all__ = [
     "LEDGER_VERSION",

@@ -26,10 +26,9 @@ from placement_core import ClusterConfig, PlacementError, plan
 
 from ._cluster import Cluster
 from ._free_view import capacities, config_of, free_view, need_of, plan_slots, ray_taken
-from ._lease_errors import LeaseError, QueueTimeoutError
 from ._lease_state import LeaseBook, Request, Slot
 from ._ledger import find_ledger, ledger_actor, ledger_call
-from .errors import ArgumentError, ClusterError
+from .errors import ArgumentError, ClusterError, LeaseError, QueueTimeoutError
 
 if TYPE_CHECKING:
     from placement_core import Plan

@@ -23,9 +23,8 @@ from typing import Any
 
 import ray
 
-from ._lease_errors import LedgerVersionError
 from ._lease_state import LEDGER_VERSION, LeaseBook, NodeCapacity, Request, Slot
-from .errors import ClusterError
+from .errors import ClusterError, LedgerVersionError
 
 __all__ = [
     "KV_KEY",

@@ -59,11 +59,9 @@ placement-native re-raises a native ``ValueError`` as ``ArgumentError`` and any 
 native error as ``NativeCallError``, with the native error as ``__cause__``. So one
 ``except placement_core.PlacementError`` catches everything the stack raises.
 
-The lease ledger's errors (sharing a cluster) sit in the same tree, defined in
-``_lease_errors`` and exported from ``placement_ray``: ``LeaseError`` (an
-``ArgumentError``: unknown node or accelerator, bad share or priority) and its
-``JobNameTakenError``, ``LedgerVersionError`` (RuntimeError) and ``QueueTimeoutError``
-(TimeoutError).
+The lease ledger's errors (sharing a cluster): ``LeaseError`` (an ``ArgumentError``:
+unknown node or accelerator, bad share or priority) and its ``JobNameTakenError``,
+``LedgerVersionError`` (RuntimeError) and ``QueueTimeoutError`` (TimeoutError).
 
 Every exception pickles (they cross Ray process boundaries): the message and the
 attributes are kept in ``__dict__`` and replayed by ``__reduce__``.
@@ -86,7 +84,10 @@ __all__ = [
     "ForeignClusterError",
     "InfeasiblePlacementGroupError",
     "InterpreterError",
+    "JobNameTakenError",
     "LaunchNotFoundError",
+    "LeaseError",
+    "LedgerVersionError",
     "NativeCallError",
     "NoSpareNodeError",
     "NodeLostError",
@@ -98,6 +99,7 @@ __all__ = [
     "PlacementRayWarning",
     "PortNotHeldError",
     "ProbeError",
+    "QueueTimeoutError",
     "UnknownRoleError",
     "WorkerCallError",
     "WorkerStartError",
@@ -457,3 +459,56 @@ class WorkerTimeoutError(PlacementRayError, TimeoutError):
 
 class PortNotHeldError(PlacementRayError, LookupError):
     """Inside a worker: a port block was asked for that it does not hold (or handed over)."""
+
+
+class LeaseError(ArgumentError):
+    """A lease names a node or accelerator the ledger does not know, a bad share, a bad
+    priority, or a job that holds no lease; the ledger is left as it was."""
+
+
+class JobNameTakenError(LeaseError):
+    """Another live job (another owner) already holds or waits for a lease of this name.
+
+    Attributes:
+        job: The name asked for.
+        owner: The owner (Ray job id) that holds it.
+    """
+
+    def __init__(self, message: str, *, job: str = "", owner: str = "") -> None:
+        self.job = job
+        self.owner = owner
+        super().__init__(message)
+
+
+class LedgerVersionError(PlacementRayError, RuntimeError):
+    """The cluster's lease ledger (or its stored state) speaks another version than this
+    placement-ray; nothing was changed.
+
+    Attributes:
+        found: The ledger's (or stored state's) version.
+        expected: This placement-ray's ledger version.
+    """
+
+    def __init__(self, message: str, *, found: int = 0, expected: int = 0) -> None:
+        self.found = found
+        self.expected = expected
+        super().__init__(message)
+
+
+class QueueTimeoutError(PlacementRayError, TimeoutError):
+    """A job waited ``queue_timeout_s`` in the lease queue without its accelerators coming
+    free; it left the queue.
+
+    Attributes:
+        job: The waiting job.
+        need: Accelerators it needs per node (its plan on the whole cluster).
+        holders: One line per lease in the way: job, nodes, accelerators, since when.
+    """
+
+    def __init__(
+        self, message: str, *, job: str = "", need: Sequence[int] = (), holders: Sequence[str] = ()
+    ) -> None:
+        self.job = job
+        self.need = tuple(need)
+        self.holders = tuple(holders)
+        super().__init__(message)
