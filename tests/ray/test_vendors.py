@@ -263,9 +263,9 @@ def test_rays_npu_detection_is_kept_quiet_while_simulated_nodes_start(
 ) -> None:
     from ray._private.accelerators import NPUAcceleratorManager
 
-    from placement_ray.testing import _quiet_detection
+    from placement_ray.testing import _quiet_ray
 
-    with caplog.at_level(logging.ERROR), _quiet_detection():
+    with caplog.at_level(logging.ERROR), _quiet_ray():
         NPUAcceleratorManager.get_current_node_accelerator_type()
     assert [r for r in caplog.records if "NPU" in r.getMessage()] == []
     with caplog.at_level(logging.ERROR):  # what a simulated Ascend node would print

@@ -31,7 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 from ray.util.placement_group import PlacementGroup
 
-from placement_core import Move, Plan, Replan, load_config, plan_from_assignments
+from placement_core import (
+    Move,
+    Plan,
+    Replan,
+    format_rank_list,
+    load_config,
+    plan_from_assignments,
+)
 from placement_ray._allocate import Worker, release, worker_shares
 from placement_ray._cluster import Cluster
 from placement_ray._colocation import GpuShare, check_shares
@@ -49,7 +56,7 @@ from placement_ray._request import WorkerRequest
 from placement_ray._reservation import Reservation
 from placement_ray._startup import Started
 from placement_ray._worker_group import WorkerGroup
-from placement_ray.errors import ArgumentError
+from placement_ray.errors import ArgumentError, NoSpareNodeError
 
 from .bundles import RoleBundles
 from .rollout import RolloutEngine, RolloutEngines, dist_init_env
@@ -332,6 +339,15 @@ def recover_layout(
     lost = _lost_nodes(layout, cluster, members)
     if not lost:
         return RecoveryReport()
+    if layout.node_groups and not layout.spare_nodes:
+        # The recovery plan is made anew from what the layout holds now: it knows no spare
+        # was ever declared from none being left, so the layout says which it is.
+        raise NoSpareNodeError(
+            f"cannot recover: no compatible spare for lost {_nodes(lost)}: every spare node "
+            "of the layout has taken over a node already; nothing was changed",
+            lost=tuple(lost),
+            needs={},
+        )
     result = replan_lost(
         _recovery_plan(layout, cluster, members),
         lost,
@@ -376,3 +392,7 @@ def _worker_moves(moves: Sequence[Move], members: Mapping[str, WorkerGroup]) -> 
         if ranks:
             out.append(Move(move.lost, move.spare, move.lost_node_id, move.spare_node_id, ranks))
     return tuple(out)
+
+
+def _nodes(ranks: Sequence[int]) -> str:
+    return f"node {ranks[0]}" if len(ranks) == 1 else f"nodes {format_rank_list(ranks)}"
