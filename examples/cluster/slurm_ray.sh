@@ -162,7 +162,12 @@ on_node_ray() {
                 continue
             fi
             tail -n 20 "${log}" >&2
-            fail "node ${SLURM_NODEID} ($(hostname)): ray start exited (status ${status}); its log: ${log}"
+            # Also in the job's directory: the batch script prints it if SLURM ends the
+            # step before this task's output reaches the job's log.
+            local why
+            why="node ${SLURM_NODEID} ($(hostname)): ray start exited (status ${status}); its log: ${log}"
+            echo "slurm_ray.sh: error: ${why}" >"${JOB_DIR}/logs/node${SLURM_NODEID}.error"
+            fail "${why}"
         fi
         sleep 1
     done
@@ -289,8 +294,12 @@ trap stop_ray EXIT
 # 4. Wait for the head, then for every node (ranks 0..n-1), failing fast if Ray's step
 #    ends; then run the job.
 ray_step_alive() {
-    kill -0 "${RAY_STEP}" 2>/dev/null ||
-        fail "Ray did not start on every node (its step ended; the lines above say why)"
+    kill -0 "${RAY_STEP}" 2>/dev/null && return 0
+    local error
+    for error in "${JOB_DIR}"/logs/node*.error; do
+        [ ! -e "${error}" ] || cat "${error}" >&2
+    done
+    fail "Ray did not start on every node (its step ended; the lines above say why)"
 }
 WAITED=0
 until [ -e "${JOB_DIR}/head-up" ]; do
