@@ -39,6 +39,23 @@ def _open(opened: list[socket.socket], host: str, *, listen: bool = True) -> soc
     return sock
 
 
+def _listener_and_neighbour(
+    opened: list[socket.socket], tries: int = 50
+) -> tuple[socket.socket, socket.socket]:
+    """A socket listening on 127.0.0.1 and one of ours bound (not listening) to the next
+    port, which no other socket can then hold."""
+    for _ in range(tries):
+        listener = _open(opened, "127.0.0.1")
+        neighbour = socket.socket(socket.AF_INET)
+        opened.append(neighbour)
+        try:
+            neighbour.bind(("127.0.0.1", listener.getsockname()[1] + 1))
+        except OSError:
+            continue
+        return listener, neighbour
+    raise AssertionError(f"no free port after a listener in {tries} tries")
+
+
 def _has_ipv6_loopback() -> bool:
     try:
         with socket.socket(socket.AF_INET6) as sock:
@@ -237,8 +254,12 @@ def test_mark_busy_applies_the_conflict_rules(reader: str, sockets: list[socket.
 def test_mark_busy_keeps_excluded_ports_and_ignores_ports_outside(
     reader: str, sockets: list[socket.socket]
 ) -> None:
-    listener = _open(sockets, "127.0.0.1")
+    # The port after the listener's was held by a socket of ours until now: whatever else
+    # runs on the machine, nothing is there (a socket never connected leaves no TIME_WAIT).
+    listener, neighbour = _listener_and_neighbour(sockets)
     port = listener.getsockname()[1]
+    assert neighbour.getsockname()[1] == port + 1
+    neighbour.close()
     ports = bytearray([EXCLUDED, FREE])
     _socket_table.mark_busy(bytes([127, 0, 0, 1]), socket.AF_INET, port, ports)
     assert ports == bytearray([EXCLUDED, FREE])
