@@ -215,7 +215,7 @@ def _check_guide_example(session: nox.Session) -> None:
         session.error(f"{TESTKIT_GUIDE} shows another version of {TESTKIT_EXAMPLE}; paste it in")
 
 
-SLURM_PACKAGES = ("slurm-wlm", "munge")
+SLURM_PACKAGES = ("slurm-wlm", "munge", "iproute2")  # iproute2: `ip`, for the namespace
 # The tests' own network namespace: loopback only. 127.0.0.2 beside 127.0.0.1 because
 # SLURM's getaddrinfo(AI_ADDRCONFIG) finds no IPv4 address where 127.0.0.1 is the only one.
 SLURM_NAMESPACE = 'ip link set lo up && ip addr add 127.0.0.2/8 dev lo && exec "$@"'
@@ -235,7 +235,7 @@ def slurm(session: nox.Session) -> None:
         if os.environ.get("CI", "").lower() == "true":
             session.error(why)
         session.skip(why)
-    if not all(shutil.which(tool) for tool in ("slurmctld", "slurmd", "munged")):
+    if not all(shutil.which(tool) for tool in ("slurmctld", "slurmd", "munged", "ip")):
         env = {"DEBIAN_FRONTEND": "noninteractive"}
         session.run("apt-get", "update", "-q", external=True, env=env)
         session.run("apt-get", "install", "-y", "-q", *SLURM_PACKAGES, external=True, env=env)
