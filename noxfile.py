@@ -156,12 +156,22 @@ def tests_purepython(session: nox.Session) -> None:
     )
 
 
+def _build_wheel(session: nox.Session, path: str, outdir: str) -> None:
+    """Build ``path``'s wheel into ``outdir``: with uv where it is (its build environments
+    are cached: seconds instead of a fresh pip install per wheel), else with ``build``."""
+    uv = shutil.which("uv")
+    if uv:
+        session.run(uv, "build", "--quiet", "--wheel", "--out-dir", outdir, path, external=True)
+    else:
+        session.install("build")
+        session.run("python", "-m", "build", "--wheel", "--outdir", outdir, path)
+
+
 @nox.session(python=PYTHON)
 def core_alone(session: nox.Session) -> None:
     """Build the core wheel, install it alone, prove ray/native are absent, plan the example."""
     dist = session.create_tmp()
-    session.install("build")
-    session.run("python", "-m", "build", "--wheel", "--outdir", dist, CORE)
+    _build_wheel(session, CORE, dist)
     wheels = sorted(Path(dist).glob("placement_core-*.whl"))
     session.install(str(wheels[-1]))
     session.run(
@@ -186,12 +196,12 @@ def testkit(session: nox.Session) -> None:
     The guide's example test runs by pytest in an empty folder (no conftest, no ini).
     """
     _check_guide_example(session)
-    session.install("build", "pytest>=8")
+    session.install("pytest>=8")
     # Not session.create_tmp(): it points TMPDIR into the virtualenv, where Ray refuses to run.
     with tempfile.TemporaryDirectory(prefix="placement-testkit-") as tmp:
         dist, user = Path(tmp) / "dist", Path(tmp) / "user-suite"
         for path in (CORE, NATIVE, RAY):
-            session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), path)
+            _build_wheel(session, path, str(dist))
         wheels = [sorted(dist.glob(f"{name}-*.whl"))[-1] for name in WHEEL_NAMES]
         session.install(*map(str, wheels), env={"PLACEMENT_NATIVE_REQUIRE_EXTENSION": "1"})
         user.mkdir()

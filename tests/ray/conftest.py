@@ -9,6 +9,7 @@ the same view without per-test cleanup. Tests that kill nodes share the ``LOSSY`
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from placement_native.testing import Topology, topology
 
 if TYPE_CHECKING:
     from _placement_ray_pytest import PlacementClusterFactory
@@ -30,6 +33,30 @@ SHAPE = {"nodes": NUM_NODES, "gpus_per_node": GPUS_PER_NODE, "cpus_per_node": 4}
 LOSSY = {"nodes": 4, "gpus_per_node": 2, "cpus_per_node": 2, "timeout_s": 240}
 """The shape of the tests that kill nodes (``SimulatedCluster.kill_node``): marked with it,
 they run one after another on one cluster, each starting its killed nodes again after."""
+DGX_PAIR = {"nodes": 2, "cpus_per_node": 8, "topology": ["dgx-h100", None], "timeout_s": 240}
+"""Node 0 a DGX H100 of the fake NVML kit (8 x 80 GB), node 1 without NVML (4 logical GPUs):
+the testing kit's own tests and the live memory check."""
+
+
+def _tray(clique_id: int) -> Topology:
+    """An NVL72 tray whose GPUs are registered with clique ``clique_id`` of the fabric."""
+    gpus = [
+        dataclasses.replace(g, fabric=dataclasses.replace(g.fabric, clique_id=clique_id))
+        for g in TRAY.gpus
+    ]
+    return dataclasses.replace(TRAY, gpus=gpus)
+
+
+TRAY = topology("gb200-nvl72-tray")
+RACKS = {
+    "nodes": 4,
+    "gpus_per_node": 4,
+    "cpus_per_node": 2,
+    "topology": (_tray(1), _tray(2), _tray(2), _tray(1)),
+    "timeout_s": 300,
+}
+"""Four GB200 NVL72 trays of 4 GPUs whose fake NVML puts ranks 0-3 in racks A, B, B, A
+(cliques 1, 2, 2, 1): the live NVLink tests and slime's recovery (which kills nodes)."""
 HERE = Path(__file__).parent
 
 

@@ -18,9 +18,9 @@ from placement_ray._cluster import Cluster
 from placement_ray.compat.slime import create_placement_groups
 from placement_ray.demo.workers import DemoWorker
 
-pytestmark = pytest.mark.placement_cluster(
-    nodes=1, gpus_per_node=8, cpus_per_node=8, topology="dgx-h100", timeout_s=240
-)
+from .conftest import DGX_PAIR
+
+pytestmark = pytest.mark.placement_cluster(**DGX_PAIR)  # the job's node 0 is the DGX
 
 #: Qwen2.5-7B as slime's scripts/models/qwen2.5-7B.sh passes it (MODEL_ARGS), with TP 2.
 QWEN25_7B = {
@@ -83,7 +83,7 @@ def test_slimes_offload_flags_make_it_fit(placement_cluster: Cluster) -> None:
 def test_a_launch_sets_its_estimate_beside_each_gpus_memory_in_use(
     placement_cluster: Cluster,
 ) -> None:
-    config = {"cluster": {"num_nodes": 1, "component_placement": {"actor": "all"}}}
+    config = {"cluster": {"num_nodes": 2, "component_placement": {"actor": "0-7"}}}  # the DGX
     memory = {"actor": {"estimator": "fixed", "bytes": "20GiB"}}
     with launch(config, {"actor": DemoWorker}, placement_cluster, timeout_s=120) as launched:
         in_use = launched.memory_report(memory)

@@ -8,35 +8,18 @@ them A, A, B, B, and a launch starts every worker on the Ray node the plan names
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
 
 from placement_core import plan
-from placement_native.testing import Topology, topology
 from placement_ray import Cluster, EngineAlignmentError, create_placement_groups, launch
 from placement_ray.demo.workers import DemoWorker
 
-from .conftest import restore_nodes
+from .conftest import RACKS, restore_nodes
 from .probes import Probe
 
-TRAY = topology("gb200-nvl72-tray")
-
-
-def tray(clique_id: int) -> Topology:
-    """An NVL72 tray whose GPUs are registered with clique ``clique_id`` of the fabric."""
-    gpus = [
-        dataclasses.replace(g, fabric=dataclasses.replace(g.fabric, clique_id=clique_id))
-        for g in TRAY.gpus
-    ]
-    return dataclasses.replace(TRAY, gpus=gpus)
-
-
-RACKS = [tray(1), tray(2), tray(2), tray(1)]
-pytestmark = pytest.mark.placement_cluster(
-    nodes=4, gpus_per_node=4, cpus_per_node=2, topology=RACKS, timeout_s=300
-)
+pytestmark = pytest.mark.placement_cluster(**RACKS)
 
 
 def config(rules: dict[str, Any]) -> dict[str, Any]:
@@ -128,9 +111,7 @@ def test_recover_takes_the_spare_of_the_lost_nodes_rack_not_the_lowest(
     # Racks A, B, B, A: the actor on nodes 1 (B) and 3 (A), spares 0 (A) and 2 (B). Node 1
     # is lost: rank order alone would take spare 0, in the other rack; core's choice, which
     # recover() makes, takes spare 2 of rack B.
-    simulated = placement_cluster_factory.simulated(
-        nodes=4, gpus_per_node=4, cpus_per_node=2, topology=RACKS, timeout_s=300
-    )
+    simulated = placement_cluster_factory.simulated(**RACKS)
     view = simulated.view()
     rules = {"actor": {"placement": "4-7,12-15", "nvlink_group": 4}}
     document = {"cluster": {"num_nodes": 4, "spare_nodes": "0,2", "component_placement": rules}}

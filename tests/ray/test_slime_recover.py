@@ -42,12 +42,10 @@ from placement_ray import (
 from placement_ray._slime.recover import _again
 from placement_ray.compat.slime import create_placement_groups as slime_create
 
-from .conftest import restore_nodes
+from .conftest import RACKS, restore_nodes
 from .probes import Probe
 
-SLIME_LOSSY = {"nodes": 4, "gpus_per_node": 4, "cpus_per_node": 2, "timeout_s": 240}
-"""Its own shape (4 labelled nodes x 4 GPUs): the module kills nodes 2, 1 and 3."""
-pytestmark = pytest.mark.placement_cluster(**SLIME_LOSSY)
+pytestmark = pytest.mark.placement_cluster(**RACKS)  # 4 x 4; the module kills nodes 2, 1, 3
 
 
 @dataclass
@@ -71,7 +69,7 @@ def _seen(job: Job) -> dict[str, list[dict[str, Any]]]:
 def job(placement_cluster_factory: Any) -> Iterator[Job]:
     """The module's cluster, layout, train group and engines of 2 GPUs, seen from inside;
     the killed nodes are started again afterwards."""
-    simulated = placement_cluster_factory.simulated(**SLIME_LOSSY)
+    simulated = placement_cluster_factory.simulated(**RACKS)
     view = simulated.view()
     layout = create_placement_groups(
         1,

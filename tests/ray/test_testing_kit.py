@@ -16,7 +16,7 @@ import placement_ray.testing as kit
 from placement_ray import ArgumentError, Cluster, ClusterError
 from placement_ray.testing import ClusterSpec
 
-SHAPE = {"nodes": 2, "cpus_per_node": 2, "topology": ["dgx-h100", None]}
+from .conftest import DGX_PAIR as SHAPE
 
 pytestmark = pytest.mark.placement_cluster(**SHAPE)
 
@@ -29,7 +29,8 @@ class Holder:
 
 def test_the_marker_shapes_the_cluster(placement_cluster: Cluster) -> None:
     assert placement_cluster.num_nodes == 2
-    assert [n.cpus for n in placement_cluster.nodes][1] == 2
+    cpus = {n["NodeID"]: n["Resources"].get("CPU") for n in ray.nodes() if n["Alive"]}
+    assert [cpus[node.node_id] for node in placement_cluster.nodes] == [8, 8]
 
 
 def test_a_node_with_a_fake_machine_reports_it(placement_cluster: Cluster) -> None:
@@ -70,7 +71,7 @@ def test_resources_still_held_after_the_timeout_are_named(
     ray.get(holder.ping.remote(), timeout=60)
     monkeypatch.setattr(kit, "_kill", lambda actors: None)
     monkeypatch.setattr(simulated, "spec", dataclasses.replace(simulated.spec, timeout_s=0.5))
-    with pytest.raises(ClusterError, match=r"not idle 0.5s after the test: .*'CPU': \(1.0, 2.0\)"):
+    with pytest.raises(ClusterError, match=r"not idle 0.5s after the test: .*'CPU': \(7.0, 8.0\)"):
         simulated.cleanup(before)
     monkeypatch.undo()
     simulated.cleanup(before)
@@ -100,11 +101,12 @@ def test_the_plugin_is_registered_and_keeps_ray_on_loopback() -> None:
 
 
 def test_kill_node_keeps_the_head_and_restore_node_only_a_killed_one(
-    simulated: kit.SimulatedCluster,
+    placement_cluster_factory: PlacementClusterFactory,
 ) -> None:
+    simulated = placement_cluster_factory.simulated(**SHAPE)
     with pytest.raises(ArgumentError, match=r"rank: expected a live node other than the head"):
         simulated.kill_node(0)
     with pytest.raises(ArgumentError, match=r"rank: expected a live node .* got 7"):
         simulated.kill_node(7)
-    with pytest.raises(ArgumentError, match=r"rank: expected a killed node of 1\.\.2, got 1"):
+    with pytest.raises(ArgumentError, match=r"rank: expected a killed node of 1\.\.1, got 1"):
         simulated.restore_node(1)

@@ -12,12 +12,14 @@ test, its class or module (``pytestmark``); the ini options ``placement_cluster_
 One cluster runs at a time: tests asking for the same shape share it; another shape
 replaces it. So that each shape starts once, tests are grouped by the shape their
 ``placement_cluster`` asks for (in order of first appearance; tests without the fixture
-stay with the test before them; the order within a group is kept).
+run first, before any cluster starts; the order within a group is kept). The terminal
+summary lists the clusters started and how long each start took.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
@@ -58,11 +60,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    shapes: list[dict[str, Any]] = [{}]
+    shapes: list[dict[str, Any]] = []
     keys: list[int] = []
     for item in items:
-        if "placement_cluster" not in getattr(item, "fixturenames", ()):
-            keys.append(keys[-1] if keys else 0)  # stays beside its neighbours
+        # Direct or through a fixture of any scope: ``fixturenames`` is the closure.
+        if "placement_cluster_factory" not in getattr(item, "fixturenames", ()):
+            keys.append(-1)  # needs no cluster: runs first, before any cluster starts
             continue
         marker = item.get_closest_marker(MARKER)
         fields = dict(marker.kwargs) if marker is not None else {}
@@ -89,6 +92,8 @@ class PlacementClusterFactory:
         # Shapes that did not come up, with the first line of why: the first test of a
         # shape gets the error, the rest of that shape are skipped (no second long wait).
         self._failed: list[tuple[ClusterSpec, str]] = []
+        self.starts: list[tuple[ClusterSpec, float]] = []
+        """Every cluster started, with the seconds its start took, in order."""
 
     def defaults(self) -> dict[str, Any]:
         """The ini options that are set, as ``ClusterSpec`` fields."""
@@ -123,11 +128,13 @@ class PlacementClusterFactory:
         if self.current is not None and self.current.spec != wanted:
             self.close()
         if self.current is None:
+            began = time.monotonic()
             try:
                 self.current = SimulatedCluster(wanted)
             except ClusterError as error:
                 self._failed.append((wanted, str(error).splitlines()[0][:300]))
                 raise
+            self.starts.append((wanted, time.monotonic() - began))
         self.current.connect()
         return self.current
 
@@ -141,6 +148,32 @@ class PlacementClusterFactory:
             current.shutdown()
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    factory = getattr(terminalreporter.config, "_placement_cluster_factory", None)
+    if factory is None or not factory.starts:
+        return
+    total = sum(seconds for _, seconds in factory.starts)
+    terminalreporter.write_sep(
+        "-", f"simulated clusters: {len(factory.starts)} started, {total:.0f}s"
+    )
+    for spec, seconds in factory.starts:
+        terminalreporter.write_line(f"{seconds:6.1f}s  {_shape(spec)}")
+
+
+def _shape(spec: ClusterSpec) -> str:
+    from dataclasses import fields
+
+    from placement_ray.testing import ClusterSpec
+
+    default = ClusterSpec()
+    changed = [
+        f"{f.name}={getattr(spec, f.name)!r}"
+        for f in fields(spec)
+        if getattr(spec, f.name) != getattr(default, f.name)
+    ]
+    return ", ".join(changed) or "the default shape"
+
+
 @pytest.fixture(scope="session")
 def placement_cluster_factory(
     pytestconfig: pytest.Config,
@@ -148,6 +181,7 @@ def placement_cluster_factory(
     """``factory(nodes=..., gpus_per_node=..., ...)``: placement-ray's ``Cluster`` of a
     simulated cluster of that shape, for fixtures of any scope. Shut down at session end."""
     factory = PlacementClusterFactory(pytestconfig)
+    pytestconfig._placement_cluster_factory = factory  # type: ignore[attr-defined]
     try:
         yield factory
     finally:
