@@ -429,7 +429,9 @@ def plan(
     warnings += [busy.describe() for busy in busy_accelerators(inventory, components)]
     warnings += mixed_vendor_warnings(components)
     warnings += shared_whole_device_warnings(components)
-    return Plan(config, inventory, MappingProxyType(components), tuple(warnings))
+    planned = Plan(config, inventory, MappingProxyType(components), tuple(warnings))
+    planned._cache["fabric_health"] = health  # replan's spare choice reads it again
+    return planned
 
 
 def _prepare_rule(
