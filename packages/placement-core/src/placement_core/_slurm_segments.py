@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ._errors import InventoryError
-from ._slurm_topology import slurm_blocks
-from ._sources import SnapshotSource
+from ._slurm_topology import Block, slurm_blocks
+from ._sources import SnapshotSource, node_from_snapshot
 
 __all__ = ["check_segments", "segment_size"]
 
@@ -64,8 +64,18 @@ def check_segments(snapshots: Sequence[SnapshotSource], segment: int) -> str:
             f"segment {segment} is not a node count: expected 1 or more nodes per segment",
             path="segment",
         )
-    blocks, alone = slurm_blocks(snapshots)
-    total = sum(len(block.nodes) for block in blocks) + len(alone)
+    by_domain: dict[str, list[str]] = {}
+    alone: list[str] = []
+    for position, source in enumerate(snapshots):
+        node = node_from_snapshot(source, rank=position, accept_partial=True)
+        # Names for the message only: nodes of a test cluster may share one host.
+        name = (node.hostname or "").split(".", 1)[0] or f"snapshot #{position}"
+        if node.nvlink_domain is None:
+            alone.append(name)
+        else:
+            by_domain.setdefault(node.nvlink_domain, []).append(name)
+    blocks = [Block(f"nvl{i}", d, tuple(names)) for i, (d, names) in enumerate(by_domain.items())]
+    total = len(snapshots)
     whole = min(segment, total)
     split = [block for block in blocks if len(block.nodes) % whole]
     outside = alone if whole > 1 else []
