@@ -11,7 +11,9 @@ Three parts, each printed side by side with its baseline:
    ``no fabric`` (median wall time).
 2. **Recovery's choice.** The choice of a spare for one lost node among 1,000 spares
    (``--spares``) in 56 domains, as a live recovery makes it (core's ``SpareChooser``: the
-   profiles, the domain queues, the choice). Target: under 10 ms.
+   profiles, the domain queues, the choice), and the same step of ``replan`` on a plan
+   just unpickled (as a live recovery gets it from the driver), beside the time to plan
+   those 11,000 nodes. Target: both under 10 ms.
 3. **Spare choice and ``Plan.spares()`` at scale** (issue 30: they were cubic and
    quadratic): ``replan`` losing 1,000 and 10,000 nodes of a plan with as many spares,
    and ``Plan.spares()`` of 10,000 nodes with one robot each. The growth 1k -> 10k is
@@ -112,9 +114,11 @@ def health_part(num_nodes: int, repeats: int) -> list[str]:
 
 
 def choice_part(spares: int, repeats: int) -> list[str]:
+    import pickle
+
     from placement_core import Inventory, plan
     from placement_core._fabric_plan import fabric_health
-    from placement_core._replan import _on_lost
+    from placement_core._replan import _choose_spares, _on_lost, plan_health
     from placement_core._spare_choice import SpareChooser
 
     used = 10_000
@@ -133,17 +137,35 @@ def choice_part(spares: int, repeats: int) -> list[str]:
     lost = frozenset({used // 2})
     held = _on_lost(planned, lost)
     free = list(planned.config.spare_nodes)
-    health = fabric_health(planned.inventory)
+    health = plan_health(planned)
 
     def choose() -> object:
         chooser = SpareChooser(planned, free, lost, health)
         return chooser.choose(used // 2, held[used // 2])
 
     median, best = _median(choose, repeats)
-    verdict = "met" if median < CHOICE_TARGET_S else "MISSED"
+    # A live recovery runs in another process than the planner: its plan was pickled
+    # (the fabric health decoded at plan time travels with it).
+    cold = []
+    for _ in range(repeats):
+        unpickled = pickle.loads(pickle.dumps(planned))
+        start = time.perf_counter()
+        _choose_spares(unpickled, held, free, lost)
+        cold.append(time.perf_counter() - start)
+    cold_median = statistics.median(cold)
+    decode = _median(lambda: fabric_health(planned.inventory), repeats)[0]
+    whole = _median(lambda: plan(config, Inventory(inventory.nodes)), 3)[0]
+    verdict = "met" if max(median, cold_median) < CHOICE_TARGET_S else "MISSED"
     return [
-        f"  one lost node, {spares:,} spares: median {median * 1000:.2f} ms, best "
-        f"{best * 1000:.2f} ms (target < {CHOICE_TARGET_S * 1000:.0f} ms: {verdict})"
+        f"  one lost node, {spares:,} spares (SpareChooser): median {median * 1000:.2f} ms, "
+        f"best {best * 1000:.2f} ms",
+        f"  replan's choice step on an unpickled plan: median {cold_median * 1000:.2f} ms, "
+        f"best {min(cold) * 1000:.2f} ms",
+        f"  (a plan that lost its fabric health decodes it first: {decode * 1000:.2f} ms for "
+        f"{num_nodes:,} nodes)",
+        f"  the {num_nodes:,}-node plan itself: {whole:.3f} s; choice / plan = "
+        f"{cold_median / whole:.4f}",
+        f"  target: both < {CHOICE_TARGET_S * 1000:.0f} ms: {verdict}",
     ]
 
 

@@ -32,12 +32,16 @@
 #   NODE_IFACE      the network interface whose IPv4 address Ray uses on every node
 #                   (default: the address of the default route, the snapshot's `ip`)
 #   RAY_WAIT_S      how long to wait for the head and for every node (default 300)
+#   SEGMENT         nodes per segment the allocation must be made of, each segment in one
+#                   NVLink domain (slurm_submit.sh sets it; unset: not checked)
+#   SEGMENT_SPLIT   fail (default): a job that SEGMENT says Slurm split across NVLink
+#                   domains ends before Ray starts; warn: it runs on with a warning
 #
 # NVLink domains (GB200 NVL72 racks): with Slurm's topology/block plugin configured from
-# `placement slurm-topology node*.json` (one block per domain), submit with
-# `sbatch --segment=<nodes per domain>` (or enable the line below, two # removed) so the
-# allocation is made of whole domains.
-##SBATCH --segment=18
+# `placement slurm-topology node*.json` (one block per domain), submit through
+# slurm_submit.sh, which runs `sbatch --segment=<nodes per domain>` where sbatch has the
+# option (Slurm 24.05 and later) and sets SEGMENT so that this script checks what Slurm
+# allocated.
 #
 #SBATCH --job-name=placement-ray
 #SBATCH --nodes=2
@@ -225,6 +229,8 @@ fi
     fail "RAY_PORT: ${RAY_PORT@Q} is not a port number from 1 to 65535"
 case "${RAY_AUTH}" in token | disabled) ;; *) fail "RAY_AUTH: ${RAY_AUTH@Q} is not one of token, disabled" ;; esac
 [[ "${RAY_WAIT_S}" =~ ^[0-9]+$ ]] || fail "RAY_WAIT_S: ${RAY_WAIT_S@Q} is not a number of seconds"
+[[ "${SEGMENT:-1}" =~ ^[1-9][0-9]*$ ]] || fail "SEGMENT: ${SEGMENT@Q} is not a node count (1 or more)"
+case "${SEGMENT_SPLIT:=fail}" in fail | warn) ;; *) fail "SEGMENT_SPLIT: ${SEGMENT_SPLIT@Q} is not one of fail, warn" ;; esac
 [ -r "${CONFIG}" ] || fail "CONFIG: ${CONFIG@Q} is not a readable file (paths are relative to $(pwd))"
 [ -r "${JOB}" ] || fail "JOB: ${JOB@Q} is not a readable file (paths are relative to $(pwd))"
 
@@ -269,6 +275,18 @@ if [ "${NUM_NODES}" -gt 1 ]; then
 fi
 HEAD_ADDRESS="${ADDRESSES[0]}:${RAY_PORT}"
 export HEAD_ADDRESS
+
+# With SEGMENT: the allocation must be whole segments, each in one NVLink domain (what
+# `sbatch --segment` asks of the topology/block plugin), by the nodes' snapshots.
+if [ -n "${SEGMENT:-}" ]; then
+    if WHOLE=$(placement slurm-topology --check-segment "${SEGMENT}" "${JOB_DIR}"/snapshots/node*.json 2>&1); then
+        echo "slurm_ray.sh: ${WHOLE}"
+    elif [ "${SEGMENT_SPLIT}" = warn ]; then
+        echo "slurm_ray.sh: warning: ${WHOLE#placement: error: segment: } (SEGMENT_SPLIT=warn: running anyway)" >&2
+    else
+        fail "${WHOLE#placement: error: segment: } (SEGMENT_SPLIT=warn runs a split job anyway)"
+    fi
+fi
 
 # 2. Plan offline on the snapshots: fails before anything starts if the job does not fit.
 placement validate "${CONFIG}" --inventory "${JOB_DIR}"/snapshots/node*.json

@@ -312,6 +312,8 @@ def test_the_slurm_script_is_executable() -> None:
         ({"RAY_RESOURCES": "MUSA=8"}, "RAY_RESOURCES: "),
         ({"RAY_AUTH": "off"}, "RAY_AUTH: 'off' is not one of token, disabled"),
         ({"RAY_PORT": "70000"}, "RAY_PORT: "),
+        ({"SEGMENT": "0"}, "SEGMENT: '0' is not a node count"),
+        ({"SEGMENT_SPLIT": "maybe"}, "SEGMENT_SPLIT: 'maybe' is not one of fail, warn"),
     ],
 )
 def test_the_slurm_script_refuses_bad_settings_before_the_nodes(

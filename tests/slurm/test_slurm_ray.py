@@ -24,6 +24,7 @@ from .slurm_cluster import REPO, SlurmCluster, interfaces
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = REPO / "examples" / "cluster" / "slurm_ray.sh"
+SUBMIT = REPO / "examples" / "cluster" / "slurm_submit.sh"
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,16 @@ def cpu_only(slurm: SlurmCluster) -> Finished:
 @pytest.fixture(scope="module")
 def musa(slurm: SlurmCluster, cpu_only: Finished) -> Finished:
     (slurm.root / "musa").mkdir()
-    return submit(slurm, "musa", "musa.yaml", RAY_AUTH="disabled", RAY_RESOURCES='{"MUSA": 2}')
+    # SEGMENT=2 on nodes without an NVLink domain: a split job, run on with a warning.
+    return submit(
+        slurm,
+        "musa",
+        "musa.yaml",
+        RAY_AUTH="disabled",
+        RAY_RESOURCES='{"MUSA": 2}',
+        SEGMENT="2",
+        SEGMENT_SPLIT="warn",
+    )
 
 
 def test_cpu_only_job_succeeds_with_token_auth(cpu_only: Finished) -> None:
@@ -161,6 +171,11 @@ def test_musa_workers_see_their_ranks_and_devices(musa: Finished) -> None:
     ]
 
 
+def test_musa_job_split_across_domains_runs_with_a_warning(musa: Finished) -> None:
+    assert "slurm_ray.sh: warning: the job's 2 nodes are not whole segments of 2" in musa.log
+    assert "no NVLink domain" in musa.log
+
+
 def test_musa_log_ends_cleanly(musa: Finished) -> None:
     assert_clean_end(musa.log)
 
@@ -189,3 +204,35 @@ def test_a_failing_ray_start_ends_the_job_fast(slurm: SlurmCluster) -> None:
 
 def test_the_cluster_has_only_the_loopback_interface(slurm: SlurmCluster) -> None:
     assert interfaces() == ["lo"]
+
+
+def test_a_job_split_across_domains_fails_before_ray_starts(slurm: SlurmCluster) -> None:
+    (slurm.root / "split").mkdir()
+    done = submit(slurm, "split", "cpu_only.yaml", SEGMENT="2")
+    assert done.status != 0
+    assert "the job's 2 nodes are not whole segments of 2 node(s)" in done.log
+    assert "SEGMENT_SPLIT=warn runs a split job anyway" in done.log
+    assert not (done.job_dir / "head-up").exists()  # Ray never started
+    assert done.seconds < 60
+
+
+def test_submitting_with_segments_where_sbatch_has_no_segment_option(
+    slurm: SlurmCluster,
+) -> None:
+    """Debian's SLURM 22.05 has no --segment (Slurm 24.05+): nothing is submitted."""
+    done = subprocess.run(
+        [str(SUBMIT), "--nodes=2", "--", "cpu_only.yaml", "job.py"],
+        cwd=slurm.root,
+        env={**slurm.env, "SEGMENT": "2"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "has no --segment option (Slurm 24.05 and later" in done.stderr
+    assert "nothing was submitted" in done.stderr
+    queue = subprocess.run(
+        ["squeue", "--noheader"], env=slurm.env, capture_output=True, text=True, check=True
+    )
+    assert queue.stdout.strip() == ""

@@ -400,7 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "validate":
             return _run_validate(args, out)
         if args.command == "slurm-topology":
-            return run_slurm_topology(args, out)
+            return run_slurm_topology(args, out, err)
         return _run_plan(args, out)
     except PlacementError as error:
         _report(error, config, err)

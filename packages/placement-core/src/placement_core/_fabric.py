@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
 
 from ._inventory import Fabric, Node
 from ._ranks import format_rank_list
@@ -112,14 +114,18 @@ def zero_uuid(cluster_uuid: str) -> bool:
 
 def fabric_problems(fabric: Fabric) -> tuple[str, ...]:
     """Why one GPU's fabric registration is degraded; empty when it is healthy."""
-    if fabric.state == "not_supported":
+    return _problems(fabric.state, fabric.status, fabric.health_mask)
+
+
+def _problems(state: str, status: str, health_mask: int) -> tuple[str, ...]:
+    if state == "not_supported":
         return ()
     out = []
-    if fabric.state != "completed":
-        out.append(f"fabric state {fabric.state}")
-    elif fabric.status != "success":
-        out.append(f"fabric status {fabric.status}")
-    out += decode_health_mask(fabric.health_mask)
+    if state != "completed":
+        out.append(f"fabric state {state}")
+    elif status != "success":
+        out.append(f"fabric status {status}")
+    out += decode_health_mask(health_mask)
     return tuple(out)
 
 
@@ -160,16 +166,29 @@ def node_health(node: Node) -> GpuHealth | None:
 def degraded_nodes(nodes: Sequence[Node]) -> dict[int, GpuHealth]:
     """Node rank -> its degraded fabric, for every degraded node.
 
-    Nodes share accelerator tuples in uniform inventories: each tuple is decoded once.
+    Each distinct registration (state, status, health mask) is decoded once; a cluster
+    whose GPUs report only healthy ones (or none) is passed over at C speed, which keeps
+    replan's first spare choice in a fresh process fast.
     """
-    healthy: set[int] = set()
+    fabrics = filter(None, map(_FABRIC, chain.from_iterable(map(_ACCELERATORS, nodes))))
+    bad = {r for r in set(map(_REGISTRATION, fabrics)) if _problems(*r)}
+    if not bad:
+        return {}
+    checked: dict[int, bool] = {}  # accelerator tuple -> some GPU's registration is bad
     out: dict[int, GpuHealth] = {}
     for node in nodes:
-        if id(node.accelerators) in healthy:
-            continue
-        health = node_health(node)
-        if health is None:
-            healthy.add(id(node.accelerators))
-        else:
-            out[node.rank] = health
+        accelerators = node.accelerators
+        hit = checked.get(id(accelerators))
+        if hit is None:
+            registrations = map(_REGISTRATION, filter(None, map(_FABRIC, accelerators)))
+            hit = checked[id(accelerators)] = not bad.isdisjoint(registrations)
+        if hit:
+            health = node_health(node)
+            if health is not None:  # always, with a bad registration
+                out[node.rank] = health
     return out
+
+
+_ACCELERATORS = attrgetter("accelerators")
+_FABRIC = attrgetter("fabric")
+_REGISTRATION = attrgetter("state", "status", "health_mask")

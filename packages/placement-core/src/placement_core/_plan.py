@@ -252,6 +252,7 @@ class Plan:
                 self.assigned,
                 self.lost_nodes,
                 self.moves,
+                self._cache.get("fabric_health"),  # a live recovery's replan reads it
             ),
         )
 
@@ -320,10 +321,14 @@ def _rebuild_plan(
     assigned: bool = False,
     lost_nodes: tuple[int, ...] = (),
     moves: tuple[Move, ...] = (),
+    health: FabricHealth | None = None,
 ) -> Plan:
-    return Plan(
+    rebuilt = Plan(
         config, inventory, MappingProxyType(components), warnings, assigned, lost_nodes, moves
     )
+    if health is not None:
+        rebuilt._cache["fabric_health"] = health
+    return rebuilt
 
 
 @explains_shortfalls
@@ -429,7 +434,9 @@ def plan(
     warnings += [busy.describe() for busy in busy_accelerators(inventory, components)]
     warnings += mixed_vendor_warnings(components)
     warnings += shared_whole_device_warnings(components)
-    return Plan(config, inventory, MappingProxyType(components), tuple(warnings))
+    planned = Plan(config, inventory, MappingProxyType(components), tuple(warnings))
+    planned._cache["fabric_health"] = health  # replan's spare choice reads it again
+    return planned
 
 
 def _prepare_rule(

@@ -23,7 +23,7 @@ from types import MappingProxyType
 from ._busy import busy_accelerators
 from ._checks import nodes
 from ._errors import NoSpareError, PlacementError, PlacementRuleError
-from ._fabric_plan import fabric_health
+from ._fabric_plan import FabricHealth, fabric_health
 from ._plan import Plan
 from ._ranks import format_rank_list, parse_rank_list
 from ._records import Placement
@@ -129,6 +129,15 @@ def _on_lost(plan: Plan, lost: frozenset[int]) -> dict[int, dict[str, list[int]]
     return held
 
 
+def plan_health(plan: Plan) -> FabricHealth:
+    """The fabric health of the plan's inventory, decoded once per plan (``plan`` and
+    ``replan`` keep it; a plan unpickled in another process decodes it again)."""
+    cached: FabricHealth | None = plan._cache.get("fabric_health")
+    if cached is None:
+        cached = plan._cache["fabric_health"] = fabric_health(plan.inventory)
+    return cached
+
+
 def _choose_spares(
     plan: Plan, held: Mapping[int, Mapping[str, list[int]]], free: list[int], lost: frozenset[int]
 ) -> tuple[dict[int, Choice], str | None]:
@@ -140,7 +149,7 @@ def _choose_spares(
         NoSpareError: Also when a group would span domains under ``nvlink_on_loss:
             refuse``.
     """
-    chooser = SpareChooser(plan, free, lost, fabric_health(plan.inventory))
+    chooser = SpareChooser(plan, free, lost, plan_health(plan))
     chosen: dict[int, Choice] = {}
     missing: list[int] = []
     for node in sorted(held):
@@ -345,6 +354,7 @@ def replan(plan: Plan, lost: Iterable[int] | str | int) -> Replan:
         tuple(sorted({*plan.lost_nodes, *ranks})),
         (*plan.moves, *moves),
     )
+    new._cache["fabric_health"] = plan_health(plan)  # the same inventory
     idle = tuple(r for r in ranks if r not in held and r not in spare_set)
     return Replan(new, plan, ranks, tuple(moves), dropped, idle)
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
+from ._slurm_segments import check_segments, segment_size
 from ._slurm_topology import render_slurm_topology
 
 EXIT_OK = 0
@@ -33,10 +34,32 @@ def add_slurm_topology_parser(commands: Any) -> None:
         "--name", default="nvlink", help="the topology's name in topology.yaml (default nvlink)"
     )
     parser.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead")
+    instead = parser.add_mutually_exclusive_group()
+    instead.add_argument(
+        "--segment",
+        action="store_true",
+        help="print the nodes per NVLink domain instead, for `sbatch --segment=N` (the "
+        "smallest domain's when they differ)",
+    )
+    instead.add_argument(
+        "--check-segment",
+        type=int,
+        metavar="N",
+        help="instead check that the snapshots (one job's nodes) are whole segments of N "
+        "nodes, each in one NVLink domain: exit 1 naming the domains when Slurm split them",
+    )
 
 
-def run_slurm_topology(args: argparse.Namespace, out: TextIO) -> int:
-    text = render_slurm_topology(args.snapshots, args.format, args.name)
+def run_slurm_topology(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.segment:
+        size, note = segment_size(args.snapshots)
+        if note is not None:
+            err.write(f"placement slurm-topology: note: {note}\n")
+        text = f"{size}\n"
+    elif args.check_segment is not None:
+        text = check_segments(args.snapshots, args.check_segment) + "\n"
+    else:
+        text = render_slurm_topology(args.snapshots, args.format, args.name)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     else:

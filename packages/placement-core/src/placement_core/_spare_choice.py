@@ -29,6 +29,7 @@ from typing import Literal
 
 from ._errors import NoSpareError
 from ._fabric_plan import FabricHealth
+from ._inventory import Node
 from ._nvlink import domain_key
 from ._plan import Plan
 from ._ranks import format_rank_list
@@ -100,6 +101,33 @@ class _Pool:
     degraded: _Queue = field(default_factory=lambda: _Queue([]))
 
 
+def _pools(
+    free: Sequence[int],
+    profiles: Mapping[int, Profile],
+    nodes: Sequence[Node],
+    degraded: Mapping[str | int, object],
+) -> dict[Profile, _Pool]:
+    """Per profile, its free spares in per-domain and healthy/degraded queues, in the
+    order of ``free``."""
+    # node_profiles gives equal profiles as one object: look them up by identity rather
+    # than hash and compare a profile's fields once per spare.
+    by_id: dict[int, _Pool] = {}
+    pools: dict[Profile, _Pool] = {}
+    for rank in free:
+        profile = profiles[rank]
+        pool = by_id.get(id(profile))
+        if pool is None:
+            pool = by_id[id(profile)] = pools.setdefault(profile, _Pool())
+        domain = nodes[rank].nvlink_domain
+        key: str | int = rank if domain is None else domain  # domain_key, inlined
+        queue = pool.by_domain.get(key)
+        if queue is None:
+            queue = pool.by_domain[key] = _Queue([])
+        queue.ranks.append(rank)
+        (pool.degraded if key in degraded else pool.healthy).ranks.append(rank)
+    return pools
+
+
 class SpareChooser:
     """Chooses spares for lost nodes of one plan, one lost node at a time."""
 
@@ -116,12 +144,7 @@ class SpareChooser:
         self.profiles: dict[int, Profile] = node_profiles(
             plan.config, plan.inventory, [*free, *lost]
         )
-        self.pools: dict[Profile, _Pool] = {}
-        for rank in free:
-            pool = self.pools.setdefault(self.profiles[rank], _Pool())
-            key = domain_key(self.nodes[rank])
-            pool.by_domain.setdefault(key, _Queue([])).ranks.append(rank)
-            (pool.degraded if key in health.domains else pool.healthy).ranks.append(rank)
+        self.pools = _pools(free, self.profiles, self.nodes, health.domains)
         self.counters: dict[tuple[str, int], Counter[str | int]] = {}
 
     def choose(self, lost: int, held: Mapping[str, Sequence[int]]) -> Choice | None:

@@ -52,6 +52,11 @@ class Profile:
     hardware: tuple[tuple[str, int], ...]
 
 
+_Described = tuple[tuple[int, str, str | None], ...]
+_Groups = tuple[tuple[str, str | None, tuple[tuple[str, str], ...]], ...]
+_Hardware = tuple[tuple[str, int], ...]
+
+
 def node_profile(config: ClusterConfig, inventory: Inventory, node_rank: int) -> Profile:
     """The profile of one node (hardware attached to the inventory or not)."""
     return node_profiles(config, inventory, [node_rank])[node_rank]
@@ -78,19 +83,28 @@ def node_profiles(
                     counts = hardware.setdefault(device.node_rank, {})
                     counts[kind] = counts.get(kind, 0) + 1
     # Nodes share accelerator tuples in uniform inventories: describe each tuple once.
-    accelerators: dict[int, tuple[tuple[int, str, str | None], ...]] = {}
+    # Equal profiles come out as one object, so that callers grouping nodes by profile
+    # (spare choice, spare cover) find them by identity instead of comparing fields.
+    accelerators: dict[int, _Described] = {}
+    interned: dict[_Described, _Described] = {}
+    made: dict[tuple[int, _Groups, _Hardware], Profile] = {}
     out: dict[int, Profile] = {}
+    nodes = inventory.nodes
     for rank in wanted:
-        node = inventory.nodes[rank]
-        described = accelerators.get(id(node.accelerators))
+        accs = nodes[rank].accelerators
+        described = accelerators.get(id(accs))
         if described is None:
-            described = tuple(map(_ACCELERATOR, node.accelerators))
-            accelerators[id(node.accelerators)] = described
-        out[rank] = Profile(
-            described,
-            tuple(groups.get(rank, ())),
-            tuple(sorted(hardware.get(rank, {}).items())),
+            described = tuple(map(_ACCELERATOR, accs))
+            described = accelerators[id(accs)] = interned.setdefault(described, described)
+        key = (
+            id(described),
+            tuple(groups[rank]) if rank in groups else (),
+            tuple(sorted(hardware[rank].items())) if rank in hardware else (),
         )
+        profile = made.get(key)
+        if profile is None:
+            profile = made[key] = Profile(described, key[1], key[2])
+        out[rank] = profile
     return out
 
 
