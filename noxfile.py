@@ -55,6 +55,9 @@ PACKAGE_INSTALLS = {
     "e2e": [CORE, NATIVE, RAY],  # tests/e2e: the demo end to end (about 2 minutes)
     "compat": [CORE, NATIVE, RAY],  # tests/compat: verl's and OpenRLHF's code on our drop-ins
 }
+# Suites that need no shared cluster and are CPU-bound: spread over the machine's CPUs
+# (pytest-xdist). The Ray suites run one simulated cluster at a time, in one process.
+SPREAD_OVER_CPUS = {"core"}
 # The releases tests/compat runs, installed without their dependencies (their heavy
 # module-level imports are stubbed under tests/compat/stubs; numpy and tqdm are real).
 COMPAT_RELEASES = ["verl==0.9.1", "openrlhf==0.11.2"]
@@ -101,7 +104,18 @@ def _run_package_tests(session: nox.Session, package: str) -> None:
     # With a selection (`nox -t tests -- -k order`), a package with no matching test is
     # not a failure: pytest exits 5, "no tests collected".
     success = [0, 5] if session.posargs else [0]
-    session.run("pytest", f"tests/{package}", *session.posargs, success_codes=success)
+    spread: list[str] = []
+    if package in SPREAD_OVER_CPUS:
+        session.install("pytest-xdist>=3.5")
+        spread = ["-n", "auto"]  # pass `-- -n 0` to run in one process
+    session.run(
+        "pytest",
+        f"tests/{package}",
+        *spread,
+        "--durations=10",
+        *session.posargs,
+        success_codes=success,
+    )
 
 
 def _tests_session(package: str, summary: str) -> None:
