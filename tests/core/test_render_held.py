@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from placement_core import Inventory, Plan, PlacementRuleError, plan
+from placement_core import Inventory, PlacementRuleError, Plan, plan
 from placement_core.render import render_html, render_map, render_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
