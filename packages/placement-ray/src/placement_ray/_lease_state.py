@@ -337,6 +337,34 @@ class LeaseBook:
                     "another lease that Ray reserved already"
                 )
 
+    def move(self, job: str, drop: Iterable[str], add: Sequence[Slot]) -> bool:
+        """Move part of a lease: drop its slots on the ``drop`` nodes, add ``add``; all or
+        nothing (True), or nothing when an added accelerator is not free (False).
+
+        A job recovering onto free capacity does this: it does not queue (its other
+        nodes run), so waiters keep their places and it takes only what is free now.
+
+        Raises:
+            LeaseError: the job holds no lease, or a bad slot.
+        """
+        lease = self.leases.get(job)
+        if lease is None:
+            raise LeaseError(f"job: {job!r} holds no lease; the ledger has {sorted(self.leases)}")
+        self._check_slots(add)
+        gone = set(drop)
+        added = {(s.node_id, s.accelerator) for s in add}
+        kept = tuple(
+            s
+            for s in lease.slots
+            if s.node_id not in gone and (s.node_id, s.accelerator) not in added
+        )
+        del self.leases[job]  # its own slots do not count against it (a retried move)
+        if not self.fits(add):
+            self.leases[job] = lease
+            return False
+        self.leases[job] = replace(lease, slots=(*kept, *add), confirmed=False)
+        return True
+
     def release(self, job: str) -> bool:
         """End a job's lease and leave the queue; whether it had either."""
         had = self.leases.pop(job, None) is not None

@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 _RECHECK_S = 2.0
 _OWN = frozenset(
     {"config_or_plan", "actors", "cluster", "colocate", "share_cluster", "priority"}
-    | {"queue_timeout_s"}
+    | {"queue_timeout_s", "recover_onto_free"}
 )
 
 
@@ -91,14 +91,26 @@ class SharedLease:
         cluster: The free view the job runs on (nodes ``0..n-1`` of the chosen ones).
         plan: The config planned on the free view (None for a slime layout, which lays
             itself out on the view).
+        whole: The job's view of the whole cluster (every node, as first discovered).
+        onto_free: Whether a recovery without a compatible spare may lease free
+            capacity of the cluster (``launch(..., recover_onto_free=True)``).
     """
 
-    def __init__(self, ledger: Any, job: str, cluster: Cluster, the_plan: Any) -> None:
+    def __init__(
+        self, ledger: Any, job: str, cluster: Cluster, the_plan: Any, whole: Cluster | None = None
+    ) -> None:
         self._ledger = ledger
         self.job = job
         self.cluster = cluster
         self.plan = the_plan
+        self.whole = cluster if whole is None else whole
+        self.onto_free = False
         self.released = False
+
+    @property
+    def ledger(self) -> Any:
+        """The cluster's ledger actor."""
+        return self._ledger
 
     def confirm(self, gpu_map: Mapping[tuple[int, int], int], spare_ranks: Iterable[int]) -> None:
         """Record the physical accelerators Ray reserved (``Launch.gpu_map``, spares whole)."""
@@ -223,7 +235,7 @@ def acquire_need(
         request = Request(cluster.job, owner, priority, slots, need)
         granted, change = ledger_call(ledger, "acquire", request, book.foreign, time.time())
         if granted and planned is not None and view is not None:
-            return SharedLease(ledger, cluster.job, view, planned[0])
+            return SharedLease(ledger, cluster.job, view, planned[0], cluster)
         if granted:  # it needs no accelerator, yet did not plan: the config's own error
             ledger_call(ledger, "release", cluster.job)
             raise ArgumentError(
@@ -346,6 +358,8 @@ def launch_shared(launch: Callable[..., Launch], given: dict[str, Any]) -> Launc
         lease.release()
         raise
     job.reservation.lease = lease  # released with the job's groups
+    lease.onto_free = given["recover_onto_free"]
+    lease.cluster = job.cluster  # a recovery onto free capacity grows this view
     try:
         lease.confirm(job.gpu_map, job.spare_groups)
     except BaseException:
