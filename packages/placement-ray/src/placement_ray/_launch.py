@@ -417,7 +417,9 @@ class Launch:
         ``MASTER_ADDR``/``MASTER_PORT`` in its ``os.environ`` (its
         ``placement_env_changed(env)`` is called if its class defines one). Components
         with a moved rank must form their process groups again: the report lists them.
-        With no lost node it returns an empty report.
+        With no lost node it returns an empty report. A shared job launched with
+        ``recover_onto_free=True`` whose lost node has no compatible spare moves onto a
+        free node of the cluster instead, leased first (``RecoveryReport.onto_free``).
 
         Args:
             timeout_s: Limit for the new workers to start (and, separately, to run
