@@ -57,7 +57,8 @@ def test_the_free_node_joins_the_plan_as_a_spare_and_replan_moves_the_ranks_onto
     before = job_plan()
     chosen = choose_free(lost_node(1), CLUSTER.nodes[2:], free_of())
     extended = extended_plan(before, chosen)
-    assert extended.config.num_nodes == 3 and extended.config.spare_nodes == (2,)
+    assert extended.config.num_nodes == 3
+    assert extended.config.spare_nodes == (2,)
     assert extended.inventory.node(2).node_id == CLUSTER.nodes[2].node_id
     result = replan(extended, [1])
     assert result.lines() == ["actor 2-3: node 1 -> node 2"]

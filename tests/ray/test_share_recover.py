@@ -77,7 +77,8 @@ def test_a_lost_node_without_spare_moves_onto_a_free_node_never_a_leased_one(
         seen = job["actor"].execute("seen", timeout_s=300)
         assert [s["node_id"] for s in seen[2:]] == [node3, node3]
         mine = held(view.job)
-        assert node1 not in mine and mine[node3] == [0, 1]
+        assert node1 not in mine
+        assert mine[node3] == [0, 1]
         assert held("holder") == {view.node(2).node_id: [0, 1]}
     assert held(view.job) == {}
 
