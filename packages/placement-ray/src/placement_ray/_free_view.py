@@ -115,14 +115,15 @@ def ray_taken(
     """Accelerators taken by Ray work that is not a lease, and busy in the snapshots.
 
     Per node, what Ray holds beyond the leased accelerators counts as taken by others
-    (the highest free indices are marked: Ray does not say which). A lease counts whether
+    (the highest free indices are marked: Ray does not say which); every accelerator of a
+    node Ray no longer lists alive is taken. A lease counts whether
     or not its groups are reserved yet: counting only reserved ones would take a lease
     reserved a moment before it is confirmed twice, and the next job would skip its node.
 
     Args:
         cluster: The job's view (its inventory's snapshots).
         book: The ledger's book.
-        available: Ray's free resources per node id.
+        available: Ray's free resources per live node id.
     """
     leased: dict[str, set[int]] = {}
     for lease in book.leases.values():
@@ -130,10 +131,15 @@ def ray_taken(
             leased.setdefault(slot.node_id, set()).add(slot.accelerator)
     out: dict[str, tuple[int, ...]] = {}
     for node in cluster.nodes:
+        if node.node_id not in available:  # Ray lists live nodes only: a lost one offers none
+            if node.accelerators:
+                out[node.node_id] = tuple(a.index for a in node.accelerators)
+            continue
         mine = leased.get(node.node_id, set())
         busy = {a.index for a in node.accelerators if a.processes} - mine
         total = len(node.accelerators)
-        free = available.get(node.node_id, {}).get(node_resource(node), float(total))
+        # Ray leaves a resource with nothing available out of the node's entry.
+        free = available[node.node_id].get(node_resource(node), 0.0)
         by_ray = max(0, total - int(free + 1e-6) - len(mine))
         spare = [a.index for a in node.accelerators if a.index not in mine | busy]
         marked = set(spare[len(spare) - by_ray :]) if by_ray else set()
