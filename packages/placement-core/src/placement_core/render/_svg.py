@@ -154,13 +154,14 @@ class PlanPicture:
             f"{scope} .l{{text-anchor:middle;paint-order:stroke;stroke:#fff;"
             "stroke-width:3px;stroke-linejoin:round}",
             f"{scope} .free rect{{fill:#fff;stroke:#9a9a9a;stroke-dasharray:3 2}}",
-            f"{scope} .held rect{{fill:#d9d9d9;stroke:#b0b0b0}}",
-            f"{scope} .held text{{fill:#6b6b6b}}",
             f"{scope} .o{{fill:none;stroke:#1a1a1a;stroke-width:2px}}",
             f"{scope} .u{{stroke:#1a1a1a;stroke-width:6px;stroke-linecap:round}}",
             f"{scope} .d{{stroke:#1a1a1a;stroke-width:1.5px}}",
             f"{scope} .tip:hover rect{{filter:brightness(1.08)}}",
         ]
+        if self.held:
+            rules.append(f"{scope} .held rect{{fill:#d9d9d9;stroke:#b0b0b0}}")
+            rules.append(f"{scope} .held text{{fill:#6b6b6b}}")
         if self.plan.config.spare_nodes or self.plan.lost_nodes:
             rules.append(f"{scope} .lost .nodelabel text{{fill:#b00020}}")
             rules.append(f"{scope} .spare .nodelabel text{{fill:#0072B2;font-weight:bold}}")
