@@ -36,6 +36,7 @@ __all__ = [
     "need_of",
     "plan_slots",
     "ray_taken",
+    "widened",
 ]
 
 _PARTIAL: weakref.WeakSet[Cluster] = weakref.WeakSet()
@@ -165,6 +166,18 @@ def free_view(
     return _subset(
         cluster, Inventory(tuple(nodes), cluster.inventory.warnings, cluster.inventory.shortfalls)
     )
+
+
+def widened(view: Cluster, whole: Cluster) -> Cluster:
+    """The free view's nodes with every accelerator of theirs: the view a launch runs on.
+
+    The plan is made on the free accelerators, but which free ones Ray gives a
+    reservation is Ray's choice (the plan's ids are mapped onto them), and Ray's other
+    work is counted per node, not by index: the launch's view must know every
+    accelerator its workers may be given.
+    """
+    nodes = tuple(replace(whole.node(whole.rank_of(n.node_id)), rank=n.rank) for n in view.nodes)
+    return _subset(view, Inventory(nodes, view.inventory.warnings, view.inventory.shortfalls))
 
 
 def _narrowed(node: Node, rank: int, free: Iterable[int]) -> Node:

@@ -25,7 +25,15 @@ import ray
 from placement_core import ClusterConfig, PlacementError, plan
 
 from ._cluster import Cluster
-from ._free_view import capacities, config_of, free_view, need_of, plan_slots, ray_taken
+from ._free_view import (
+    capacities,
+    config_of,
+    free_view,
+    need_of,
+    plan_slots,
+    ray_taken,
+    widened,
+)
 from ._lease_state import LeaseBook, Request, Slot
 from ._ledger import find_ledger, ledger_actor, ledger_call
 from .errors import ArgumentError, ClusterError, LeaseError, QueueTimeoutError
@@ -353,7 +361,8 @@ def launch_shared(launch: Callable[..., Launch], given: dict[str, Any]) -> Launc
     )
     rest = {k: v for k, v in given.items() if k not in _OWN}
     try:
-        job = launch(lease.plan, given["actors"], lease.cluster, colocate=colocate, **rest)
+        view = widened(lease.cluster, cluster)
+        job = launch(lease.plan, given["actors"], view, colocate=colocate, **rest)
     except BaseException:
         lease.release()
         raise

@@ -173,8 +173,9 @@ def take_free(
     drop = [job.cluster.node(r).node_id for r in lost]
     if not ledger_call(lease.ledger, "move", lease.job, drop, slots, book.foreign):
         raise _again(error, "; the free capacity found was taken meanwhile (recover_onto_free)")
-    job.cluster.inventory = result.plan.inventory
-    job.cluster._rank_of = {n.node_id: n.rank for n in result.plan.inventory.nodes}
+    grown = (*job.cluster.nodes, *(_whole(lease, n) for n in new.values()))
+    job.cluster.inventory = replace(job.cluster.inventory, nodes=grown)
+    job.cluster._rank_of = {n.node_id: n.rank for n in grown}
     groups = _reserve(job, lease, new, timeout_s)
     planned = [(n, g) for n, g in _planned_gpus(result.plan) if n in new]
     held = [(s.node_rank, s.gpu_id, s.index) for g in groups.values() for s in g.slots]
@@ -184,6 +185,12 @@ def take_free(
     lease.cluster = job.cluster
     lease.confirm(kept, [r for r in job.reservation.spares if r not in lost])
     return result, TakenFree({r: n.node_id for r, n in new.items()})
+
+
+def _whole(lease: SharedLease, node: Node) -> Node:
+    """The cluster's record of ``node`` (every accelerator: Ray picks which free ones the
+    job's group gets), at the job's rank for it."""
+    return replace(lease.whole.node(lease.whole.rank_of(node.node_id)), rank=node.rank)
 
 
 def _reserve(
