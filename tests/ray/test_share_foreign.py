@@ -81,7 +81,7 @@ def test_a_shared_job_plans_around_foreign_placement_groups_and_actors(
         timeout_s=300,
     ) as job:
         assert [n.node_id for n in job.cluster.nodes] == [node0, node1]
-        assert len(job.cluster.node(1).accelerators) == 2  # the foreign two count as taken
+        assert len(job.plan.inventory.node(1).accelerators) == 2  # the foreign two are taken
         seen = job["actor"].execute("where", timeout_s=120)
         seats = {(node, gpu) for node, visible in seen for gpu in visible.split(",")}
         assert len(seats) == 5
