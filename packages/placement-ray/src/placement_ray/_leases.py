@@ -53,6 +53,7 @@ __all__ = [
     "launch_shared",
     "lease_table",
     "leases",
+    "ledger_nodes",
 ]
 
 logger = logging.getLogger(__name__)
@@ -322,6 +323,18 @@ def lease_table(cluster: Cluster | None = None) -> dict[str, list[Any]]:
         for i, w in enumerate(book.queue(), start=1)
     ]
     return {"leases": records, "queue": queue}
+
+
+def ledger_nodes() -> list[tuple[int, str, tuple[int, ...]]]:
+    """``(rank, node id, accelerator indices)`` of every node the ledger knows, by rank
+    (empty when no job started a ledger)."""
+    ledger = find_ledger()
+    if ledger is None:
+        return []
+    book = LeaseBook.from_record(ledger_call(ledger, "snapshot"))
+    return sorted(
+        (n.rank, n.node_id, tuple(i for i, _ in n.accelerators)) for n in book.nodes.values()
+    )
 
 
 def leases(cluster: Cluster) -> list[LeaseRecord]:
