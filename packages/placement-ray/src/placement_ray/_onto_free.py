@@ -20,7 +20,6 @@ could have taken the lost nodes.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -146,6 +145,9 @@ def take_free(
         NoSpareNodeError: ``error`` when the job is not shared; with a hint when free
             capacity could take the lost nodes but the job did not opt in; when no free
             node fits, or the ledger refused (taken meanwhile). Nothing changed.
+        InfeasiblePlacementGroupError / PlacementGroupTimeoutError: the new nodes'
+            groups could not be placed; the lease no longer holds the lost nodes, the
+            rest is as it was.
     """
     lease: SharedLease | None = job.reservation.lease  # type: ignore[assignment]
     if lease is None or not hasattr(lease, "whole"):
@@ -173,9 +175,6 @@ def take_free(
     drop = [job.cluster.node(r).node_id for r in lost]
     if not ledger_call(lease.ledger, "move", lease.job, drop, slots, book.foreign):
         raise _again(error, "; the free capacity found was taken meanwhile (recover_onto_free)")
-    grown = (*job.cluster.nodes, *(_whole(lease, n) for n in new.values()))
-    job.cluster.inventory = replace(job.cluster.inventory, nodes=grown)
-    job.cluster._rank_of = {n.node_id: n.rank for n in grown}
     groups = _reserve(job, lease, new, timeout_s)
     planned = [(n, g) for n, g in _planned_gpus(result.plan) if n in new]
     held = [(s.node_rank, s.gpu_id, s.index) for g in groups.values() for s in g.slots]
@@ -196,15 +195,21 @@ def _whole(lease: SharedLease, node: Node) -> Node:
 def _reserve(
     job: RecoveringJob, lease: SharedLease, new: Mapping[int, Node], timeout_s: float | None
 ) -> dict[int, OrderedPlacementGroup]:
+    """The job's view grown by the new nodes, a group pinned to each; on failure the view
+    and the lease lose them again (the lost nodes stay out of the lease: they are gone)."""
+    before = (job.cluster.inventory, job.cluster._rank_of)
+    grown = (*job.cluster.nodes, *(_whole(lease, n) for n in new.values()))
+    job.cluster.inventory = replace(job.cluster.inventory, nodes=grown)
+    job.cluster._rank_of = {n.node_id: n.rank for n in grown}
     try:
         return reserve_nodes(
             job.cluster,
             {r: len(n.accelerators) for r, n in new.items()},
             timeout_s=timeout_s,
-            name=f"{lease.job}-{int(time.time())}",
-            kind="free",
+            name=getattr(job, "name", None) or "",
         )
     except BaseException:
+        job.cluster.inventory, job.cluster._rank_of = before
         ledger_call(lease.ledger, "move", lease.job, [n.node_id for n in new.values()], [], {})
         raise
 
