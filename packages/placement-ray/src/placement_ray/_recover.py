@@ -6,7 +6,8 @@ the spare while the job runs. :func:`recover` then does, after a node loss:
 
 1. find the job's nodes that Ray no longer lists alive (used nodes and spares);
 2. ask core's ``replan`` for the moves (the same decision ``placement plan --lose``
-   shows); no compatible spare: ``NoSpareNodeError``, nothing changed;
+   shows); no compatible spare: ``NoSpareNodeError``, nothing changed (a shared job
+   launched with ``recover_onto_free=True`` leases a free node instead: ``_onto_free``);
 3. remove the lost nodes' placement groups (Ray would keep them ``RESCHEDULING``, one GCS
    core spinning) and the groups of lost spares;
 4. issue every lost worker's request again at its moved placement, seated in the spare's
