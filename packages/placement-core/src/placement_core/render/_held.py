@@ -24,11 +24,11 @@ if TYPE_CHECKING:
 
 __all__ = ["HELD", "HeldBy", "HeldCell", "held_cells", "held_per_node"]
 
+#: The text map's mark of an accelerator held by another job: ``#<job>``.
 HELD = "#"
-"""The text map's mark of an accelerator held by another job: ``#<job>``."""
 
+#: ``(node rank, accelerator index) -> the name of the job holding it``.
 HeldBy = Mapping[tuple[int, int], str]
-"""``(node rank, accelerator index) -> the name of the job holding it``."""
 
 
 @dataclass(frozen=True, slots=True)
