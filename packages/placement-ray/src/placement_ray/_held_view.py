@@ -41,7 +41,7 @@ def in_plan_ids(
         physical = {p for (n, _), p in gpu_map.items() if n == node}
         if index in ids:
             swap = dict(zip(sorted(ids - physical), sorted(physical - ids), strict=True))
-            index = swap[index]
+            index = swap.get(index, index)
         out[(node, index)] = job
     return out
 
