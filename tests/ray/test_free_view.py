@@ -100,3 +100,15 @@ def test_a_reservation_ends_its_lease_once_with_its_groups() -> None:
     reservation.release()
     reservation.release()
     assert lease.ended == 1
+
+
+def test_every_gpu_of_a_node_ray_no_longer_lists_counts_as_taken() -> None:
+    cluster = view(node(0), node(1))
+    available = {"n0": {"GPU": 4.0}}  # n1 is lost: Ray lists live nodes only
+    assert ray_taken(cluster, book_of(cluster), available) == {"n1": (0, 1, 2, 3)}
+
+
+def test_a_node_whose_gpus_ray_holds_all_counts_them_all_as_taken() -> None:
+    cluster = view(node(0), node(1))
+    available = {"n0": {"GPU": 4.0}, "n1": {"CPU": 4.0}}  # Ray drops a resource at zero
+    assert ray_taken(cluster, book_of(cluster), available) == {"n1": (0, 1, 2, 3)}

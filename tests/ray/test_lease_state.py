@@ -94,6 +94,15 @@ def test_confirm_moves_an_unconfirmed_lease_off_what_ray_reserved() -> None:
     assert not b.leases["a"].confirmed
 
 
+def test_confirm_onto_an_accelerator_guessed_foreign_drops_the_guess() -> None:
+    b = book()
+    b.foreign = {"n0": (2, 3)}  # Ray holds two of n0's GPUs for other work: which, it hides
+    b.acquire(ask("a", [(0, 0)]), now=1.0)
+    b.confirm("a", [Slot("n0", 2)])  # Ray gave a GPU 2: the other work holds another one
+    assert [s.accelerator for s in b.leases["a"].slots] == [2]
+    assert b.foreign == {"n0": (1, 3)}  # still two, none of them a's
+
+
 def test_a_dead_owner_loses_its_lease_and_its_place_in_the_queue() -> None:
     b = book()
     b.acquire(ask("a", [(0, 0)]), now=1.0)

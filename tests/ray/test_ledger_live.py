@@ -174,6 +174,24 @@ def test_the_jobs_command_prints_the_leases_as_json(
     assert table["queue"] == []
 
 
+def test_the_jobs_command_draws_who_holds_each_gpu_with_map(
+    placement_cluster: Cluster, held: tuple[Any, Request]
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "PLACEMENT_"))}
+    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    command = [sys.executable, "-m", "placement_ray", "jobs", "--address"]
+    done = subprocess.run(
+        [*command, placement_cluster.address, "--map"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
+    )
+    row = next(line for line in done.stdout.splitlines() if line.startswith("0 "))
+    assert row.split()[2:4] == ["kept", "kept"]
+
+
 def test_a_slime_layout_on_a_shared_cluster_takes_free_gpus_and_ends_its_lease(
     placement_cluster: Cluster, held: tuple[Any, Request]
 ) -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "need_of",
     "plan_slots",
     "ray_taken",
+    "widened",
 ]
 
 _PARTIAL: weakref.WeakSet[Cluster] = weakref.WeakSet()
@@ -115,14 +116,15 @@ def ray_taken(
     """Accelerators taken by Ray work that is not a lease, and busy in the snapshots.
 
     Per node, what Ray holds beyond the leased accelerators counts as taken by others
-    (the highest free indices are marked: Ray does not say which). A lease counts whether
+    (the highest free indices are marked: Ray does not say which); every accelerator of a
+    node Ray no longer lists alive is taken. A lease counts whether
     or not its groups are reserved yet: counting only reserved ones would take a lease
     reserved a moment before it is confirmed twice, and the next job would skip its node.
 
     Args:
         cluster: The job's view (its inventory's snapshots).
         book: The ledger's book.
-        available: Ray's free resources per node id.
+        available: Ray's free resources per live node id.
     """
     leased: dict[str, set[int]] = {}
     for lease in book.leases.values():
@@ -130,10 +132,15 @@ def ray_taken(
             leased.setdefault(slot.node_id, set()).add(slot.accelerator)
     out: dict[str, tuple[int, ...]] = {}
     for node in cluster.nodes:
+        if node.node_id not in available:  # Ray lists live nodes only: a lost one offers none
+            if node.accelerators:
+                out[node.node_id] = tuple(a.index for a in node.accelerators)
+            continue
         mine = leased.get(node.node_id, set())
         busy = {a.index for a in node.accelerators if a.processes} - mine
         total = len(node.accelerators)
-        free = available.get(node.node_id, {}).get(node_resource(node), float(total))
+        # Ray leaves a resource with nothing available out of the node's entry.
+        free = available[node.node_id].get(node_resource(node), 0.0)
         by_ray = max(0, total - int(free + 1e-6) - len(mine))
         spare = [a.index for a in node.accelerators if a.index not in mine | busy]
         marked = set(spare[len(spare) - by_ray :]) if by_ray else set()
@@ -159,6 +166,18 @@ def free_view(
     return _subset(
         cluster, Inventory(tuple(nodes), cluster.inventory.warnings, cluster.inventory.shortfalls)
     )
+
+
+def widened(view: Cluster, whole: Cluster) -> Cluster:
+    """The free view's nodes with every accelerator of theirs: the view a launch runs on.
+
+    The plan is made on the free accelerators, but which free ones Ray gives a
+    reservation is Ray's choice (the plan's ids are mapped onto them), and Ray's other
+    work is counted per node, not by index: the launch's view must know every
+    accelerator its workers may be given.
+    """
+    nodes = tuple(replace(whole.node(whole.rank_of(n.node_id)), rank=n.rank) for n in view.nodes)
+    return _subset(view, Inventory(nodes, view.inventory.warnings, view.inventory.shortfalls))
 
 
 def _narrowed(node: Node, rank: int, free: Iterable[int]) -> Node:

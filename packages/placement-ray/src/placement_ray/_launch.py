@@ -58,6 +58,7 @@ from ._cluster import Cluster
 from ._colocation import SHARE_QUANTUM, GpuShare, check_shares, default_share, validate_share
 from ._detach import forget_launch, launch_manifest, refuse_taken, save_launch
 from ._failure import HealthReport, check_health
+from ._held_view import plan_view
 from ._leases import launch_shared
 from ._memory_live import MemoryInUse, memory_in_use
 from ._notice import warn
@@ -416,7 +417,9 @@ class Launch:
         ``MASTER_ADDR``/``MASTER_PORT`` in its ``os.environ`` (its
         ``placement_env_changed(env)`` is called if its class defines one). Components
         with a moved rank must form their process groups again: the report lists them.
-        With no lost node it returns an empty report.
+        With no lost node it returns an empty report. A shared job launched with
+        ``recover_onto_free=True`` whose lost node has no compatible spare moves onto a
+        free node of the cluster instead, leased first (``RecoveryReport.onto_free``).
 
         Args:
             timeout_s: Limit for the new workers to start (and, separately, to run
@@ -536,6 +539,15 @@ class Launch:
             self.plan, memory, self.gpu_map, headroom=headroom, timeout_s=timeout_s
         )
 
+    def plan_view(self, view: str = "map") -> str:
+        """The plan as core's ``map``, ``svg`` or ``html`` view; with ``share_cluster``,
+        the GPUs other jobs hold on the job's nodes greyed out with their names.
+
+        Raises:
+            ArgumentError: an unknown view.
+        """
+        return plan_view(self, view)
+
     def manifest(self) -> dict[str, Any]:
         """The job's rank map as JSON-ready data, current after every recovery.
 
@@ -639,6 +651,7 @@ def launch(
     share_cluster: bool = False,
     priority: int = 0,
     queue_timeout_s: float | None = 600.0,
+    recover_onto_free: bool = False,
 ) -> Launch:
     """Start one actor per placement of a plan, on the planned nodes and GPUs.
 
@@ -692,6 +705,10 @@ def launch(
         priority: With ``share_cluster``: queue order (higher first, then arrival), >= 0.
         queue_timeout_s: With ``share_cluster``: the longest wait in the queue (None:
             forever); then ``QueueTimeoutError`` names who holds what.
+        recover_onto_free: With ``share_cluster``: a recovery whose lost node has no
+            compatible spare may move its ranks onto a node of the cluster that no
+            lease and no other Ray work holds (the lost node's accelerators free there),
+            leased for the job first (all or none); the report names the node.
 
     Every spare node of the plan (``cluster.spare_nodes``) is reserved whole in a
     placement group of its own, pinned to it, so no other job takes it.
@@ -718,6 +735,12 @@ def launch(
             parse or cannot be placed on the live cluster.
     """
     _check_flag("share_cluster", share_cluster)
+    _check_flag("recover_onto_free", recover_onto_free)
+    if recover_onto_free and not share_cluster:
+        raise ArgumentError(
+            "recover_onto_free: free capacity is leased from the shared cluster's ledger; "
+            "it needs share_cluster=True"
+        )
     if share_cluster:  # several jobs on one cluster: lease, plan on what is free (_leases)
         return launch_shared(launch, dict(locals()))
     on_node_loss = _check_on_node_loss(on_node_loss)

@@ -295,7 +295,8 @@ class LeaseBook:
         Ray picks which accelerators of a node a reservation gets (and a slime layout
         how many per node); where it took ones another (unconfirmed) lease planned on,
         that lease's slots move to the node's accelerators left free, so the book keeps
-        matching what Ray holds.
+        matching what Ray holds. Where it took ones marked foreign (Ray work outside the
+        ledger is counted per node, its indices guessed), the mark is wrong and goes.
 
         Raises:
             LeaseError: no such lease, a bad slot, or accelerators a confirmed lease holds.
@@ -304,6 +305,7 @@ class LeaseBook:
         if lease is None:
             raise LeaseError(f"job: {job!r} holds no lease; the ledger has {sorted(self.leases)}")
         self._check_slots(slots)
+        self._unmark_foreign(job, slots)
         del self.leases[job]
         try:
             self._make_room(slots)
@@ -311,6 +313,26 @@ class LeaseBook:
             self.leases[job] = lease
             raise
         self.leases[job] = replace(lease, slots=tuple(slots), confirmed=True)
+
+    def _unmark_foreign(self, job: str, slots: Sequence[Slot]) -> None:
+        """Ray reserved these: no foreign work holds them (foreign work is known per node
+        by count, its indices only guessed); the mark moves to the node's highest
+        accelerator that no lease holds, so the count stays."""
+        for slot in slots:
+            marked = list(self.foreign.get(slot.node_id, ()))
+            if slot.accelerator not in marked:
+                continue
+            marked.remove(slot.accelerator)
+            held = {
+                s.accelerator
+                for lease in self.leases.values()
+                if lease.job != job
+                for s in lease.slots
+                if s.node_id == slot.node_id
+            } | {s.accelerator for s in slots if s.node_id == slot.node_id}
+            node = self.nodes[slot.node_id]
+            other = [i for i, _ in node.accelerators if i not in held and i not in marked]
+            self.foreign[slot.node_id] = tuple(sorted(marked + other[-1:]))
 
     def _make_room(self, slots: Sequence[Slot]) -> None:
         for slot in slots:
@@ -336,6 +358,34 @@ class LeaseBook:
                     f"slots: node {slot.node_id} accelerator {slot.accelerator} is held by "
                     "another lease that Ray reserved already"
                 )
+
+    def move(self, job: str, drop: Iterable[str], add: Sequence[Slot]) -> bool:
+        """Move part of a lease: drop its slots on the ``drop`` nodes, add ``add``; all or
+        nothing (True), or nothing when an added accelerator is not free (False).
+
+        A job recovering onto free capacity does this: it does not queue (its other
+        nodes run), so waiters keep their places and it takes only what is free now.
+
+        Raises:
+            LeaseError: the job holds no lease, or a bad slot.
+        """
+        lease = self.leases.get(job)
+        if lease is None:
+            raise LeaseError(f"job: {job!r} holds no lease; the ledger has {sorted(self.leases)}")
+        self._check_slots(add)
+        gone = set(drop)
+        added = {(s.node_id, s.accelerator) for s in add}
+        kept = tuple(
+            s
+            for s in lease.slots
+            if s.node_id not in gone and (s.node_id, s.accelerator) not in added
+        )
+        del self.leases[job]  # its own slots do not count against it (a retried move)
+        if not self.fits(add):
+            self.leases[job] = lease
+            return False
+        self.leases[job] = replace(lease, slots=(*kept, *add), confirmed=False)
+        return True
 
     def release(self, job: str) -> bool:
         """End a job's lease and leave the queue; whether it had either."""

@@ -25,7 +25,15 @@ import ray
 from placement_core import ClusterConfig, PlacementError, plan
 
 from ._cluster import Cluster
-from ._free_view import capacities, config_of, free_view, need_of, plan_slots, ray_taken
+from ._free_view import (
+    capacities,
+    config_of,
+    free_view,
+    need_of,
+    plan_slots,
+    ray_taken,
+    widened,
+)
 from ._lease_state import LeaseBook, Request, Slot
 from ._ledger import find_ledger, ledger_actor, ledger_call
 from .errors import ArgumentError, ClusterError, LeaseError, QueueTimeoutError
@@ -45,6 +53,7 @@ __all__ = [
     "launch_shared",
     "lease_table",
     "leases",
+    "ledger_nodes",
 ]
 
 logger = logging.getLogger(__name__)
@@ -52,7 +61,7 @@ logger = logging.getLogger(__name__)
 _RECHECK_S = 2.0
 _OWN = frozenset(
     {"config_or_plan", "actors", "cluster", "colocate", "share_cluster", "priority"}
-    | {"queue_timeout_s"}
+    | {"queue_timeout_s", "recover_onto_free"}
 )
 
 
@@ -91,14 +100,26 @@ class SharedLease:
         cluster: The free view the job runs on (nodes ``0..n-1`` of the chosen ones).
         plan: The config planned on the free view (None for a slime layout, which lays
             itself out on the view).
+        whole: The job's view of the whole cluster (every node, as first discovered).
+        onto_free: Whether a recovery without a compatible spare may lease free
+            capacity of the cluster (``launch(..., recover_onto_free=True)``).
     """
 
-    def __init__(self, ledger: Any, job: str, cluster: Cluster, the_plan: Any) -> None:
+    def __init__(
+        self, ledger: Any, job: str, cluster: Cluster, the_plan: Any, whole: Cluster | None = None
+    ) -> None:
         self._ledger = ledger
         self.job = job
         self.cluster = cluster
         self.plan = the_plan
+        self.whole = cluster if whole is None else whole
+        self.onto_free = False
         self.released = False
+
+    @property
+    def ledger(self) -> Any:
+        """The cluster's ledger actor."""
+        return self._ledger
 
     def confirm(self, gpu_map: Mapping[tuple[int, int], int], spare_ranks: Iterable[int]) -> None:
         """Record the physical accelerators Ray reserved (``Launch.gpu_map``, spares whole)."""
@@ -223,7 +244,7 @@ def acquire_need(
         request = Request(cluster.job, owner, priority, slots, need)
         granted, change = ledger_call(ledger, "acquire", request, book.foreign, time.time())
         if granted and planned is not None and view is not None:
-            return SharedLease(ledger, cluster.job, view, planned[0])
+            return SharedLease(ledger, cluster.job, view, planned[0], cluster)
         if granted:  # it needs no accelerator, yet did not plan: the config's own error
             ledger_call(ledger, "release", cluster.job)
             raise ArgumentError(
@@ -304,6 +325,18 @@ def lease_table(cluster: Cluster | None = None) -> dict[str, list[Any]]:
     return {"leases": records, "queue": queue}
 
 
+def ledger_nodes() -> list[tuple[int, str, tuple[int, ...]]]:
+    """``(rank, node id, accelerator indices)`` of every node the ledger knows, by rank
+    (empty when no job started a ledger)."""
+    ledger = find_ledger()
+    if ledger is None:
+        return []
+    book = LeaseBook.from_record(ledger_call(ledger, "snapshot"))
+    return sorted(
+        (n.rank, n.node_id, tuple(i for i, _ in n.accelerators)) for n in book.nodes.values()
+    )
+
+
 def leases(cluster: Cluster) -> list[LeaseRecord]:
     """Every leased accelerator of the cluster, one record per accelerator.
 
@@ -341,11 +374,14 @@ def launch_shared(launch: Callable[..., Launch], given: dict[str, Any]) -> Launc
     )
     rest = {k: v for k, v in given.items() if k not in _OWN}
     try:
-        job = launch(lease.plan, given["actors"], lease.cluster, colocate=colocate, **rest)
+        view = widened(lease.cluster, cluster)
+        job = launch(lease.plan, given["actors"], view, colocate=colocate, **rest)
     except BaseException:
         lease.release()
         raise
     job.reservation.lease = lease  # released with the job's groups
+    lease.onto_free = given["recover_onto_free"]
+    lease.cluster = job.cluster  # a recovery onto free capacity grows this view
     try:
         lease.confirm(job.gpu_map, job.spare_groups)
     except BaseException:

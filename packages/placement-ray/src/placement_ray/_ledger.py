@@ -129,6 +129,17 @@ class LeaseLedger:
         self._bump()
         return granted, self._version
 
+    async def move(
+        self, job: str, drop: list[str], add: list[Slot], foreign: dict[str, tuple[int, ...]]
+    ) -> bool:
+        """Move part of a job's lease (``LeaseBook.move``); whether it was granted."""
+        book = self._ready()
+        book.foreign = dict(foreign)
+        moved = book.move(job, drop, add)
+        if moved:
+            self._bump()
+        return moved
+
     async def confirm(self, job: str, slots: list[Slot]) -> None:
         self._ready().confirm(job, slots)
         self._bump()

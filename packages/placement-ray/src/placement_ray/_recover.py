@@ -6,7 +6,8 @@ the spare while the job runs. :func:`recover` then does, after a node loss:
 
 1. find the job's nodes that Ray no longer lists alive (used nodes and spares);
 2. ask core's ``replan`` for the moves (the same decision ``placement plan --lose``
-   shows); no compatible spare: ``NoSpareNodeError``, nothing changed;
+   shows); no compatible spare: ``NoSpareNodeError``, nothing changed (a shared job
+   launched with ``recover_onto_free=True`` leases a free node instead: ``_onto_free``);
 3. remove the lost nodes' placement groups (Ray would keep them ``RESCHEDULING``, one GCS
    core spinning) and the groups of lost spares;
 4. issue every lost worker's request again at its moved placement, seated in the spare's
@@ -46,6 +47,7 @@ from placement_core import Move, NoSpareError, Plan, Replan, format_rank_list, r
 
 from ._allocate import Worker
 from ._cluster import Cluster
+from ._onto_free import take_free
 from ._placement_groups import OrderedPlacementGroup, held_slots
 from ._request import WorkerRequest, seat_for
 from ._standby import Standbys
@@ -88,6 +90,8 @@ class RecoveryReport:
         restarted: Component -> ranks re-created on their own (surviving) node because
             they belong to a unit that lost another member: the other nodes' actors of
             a multi-node rollout engine (an engine lives or dies whole).
+        onto_free: The job's new node rank -> Ray node id of each free node of a shared
+            cluster the ranks moved onto (``recover_onto_free``), leased for the job.
     """
 
     lost: tuple[int, ...] = ()
@@ -97,6 +101,7 @@ class RecoveryReport:
     rendezvous: tuple[str, ...] = ()
     seconds: float = 0.0
     restarted: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    onto_free: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def moved(self) -> bool:
@@ -114,6 +119,11 @@ class RecoveryReport:
             f"{component} {format_rank_list(ranks)}: re-created on their own node with their "
             "engine (an engine lives or dies whole)"
             for component, ranks in self.restarted.items()
+        ]
+        out += [
+            f"node {rank} is free capacity of the shared cluster (Ray node {node_id}), "
+            "now leased by this job"
+            for rank, node_id in self.onto_free.items()
         ]
         if self.dropped_spares:
             out.append(f"lost spare node(s) {list(self.dropped_spares)}: dropped")
@@ -190,12 +200,24 @@ def reissue(worker: Worker, new_plan: Plan, group: OrderedPlacementGroup | None)
 
 def _requests(job: RecoveringJob, new_plan: Plan, moves: Sequence[Move]) -> list[WorkerRequest]:
     spares = job.reservation.spares
-    return [
-        reissue(job.worker_groups[component].workers[rank], new_plan, spares.get(move.spare))
-        for move in moves
-        for component, ranks in move.ranks.items()
-        for rank in ranks
-    ]
+    out = []
+    for move in moves:
+        group = spares.get(move.spare)
+        for component, ranks in move.ranks.items():
+            for rank in ranks:
+                worker = job.worker_groups[component].workers[rank]
+                if group is None:  # a free node's group (recover_onto_free): the reservation's
+                    out.append(_reissue_held(job.reservation, worker, new_plan))
+                else:
+                    out.append(reissue(worker, new_plan, group))
+    return out
+
+
+def _reissue_held(reservation: Reservation, worker: Worker, new_plan: Plan) -> WorkerRequest:
+    if worker.request is None:
+        raise ArgumentError(f"{worker.name} was made without a request; it cannot be re-created")
+    placement = new_plan.components[worker.component][worker.rank]
+    return worker.request.reissue(new_plan, placement, reservation.seat(placement))
 
 
 def replan_lost(the_plan: Plan, lost: Sequence[int], *, hint: str = "") -> Replan:
@@ -296,7 +318,12 @@ def recover(job: RecoveringJob, *, timeout_s: float | None = 120.0) -> RecoveryR
     lost = _lost_nodes(job)
     if not lost:
         return RecoveryReport()
-    result = replan_lost(job.plan, lost)
+    onto: Mapping[int, str] = {}
+    try:
+        result = replan_lost(job.plan, lost)
+    except NoSpareNodeError as error:  # a shared job may take free capacity (opt in)
+        result, taken = take_free(job, lost, error, timeout_s=timeout_s)
+        onto = taken.nodes
     requests = _requests(job, result.plan, result.moves)
     moved_master = set(result.master_moves())
     job._drop_nodes(lost)
@@ -318,6 +345,7 @@ def recover(job: RecoveringJob, *, timeout_s: float | None = 120.0) -> RecoveryR
         master=master,
         rendezvous=tuple(c for c in job.plan.components if any(c in m.ranks for m in result.moves)),
         seconds=time.perf_counter() - started_at,
+        onto_free=onto,
     )
     job._recovered(report)
     return report

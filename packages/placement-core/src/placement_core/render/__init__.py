@@ -8,10 +8,14 @@
   plan (``write_json`` streams it, for plans of millions of processes).
 - :func:`render_svg`: the map as a picture, a tooltip on every accelerator.
 - :func:`render_html`: that picture in one self-contained interactive page.
+
+The map, SVG and HTML views take ``held_by`` (:data:`HeldBy`): accelerators other jobs
+hold on the plan's nodes, greyed out with the job's name (a shared cluster).
 """
 
 from __future__ import annotations
 
+from ._held import HeldBy
 from ._html import render_html
 from ._json import plan_to_dict, render_json, write_json
 from ._map import render_map
@@ -19,6 +23,7 @@ from ._svg import render_svg
 from ._table import render_table
 
 __all__ = [
+    "HeldBy",
     "plan_to_dict",
     "render_html",
     "render_json",

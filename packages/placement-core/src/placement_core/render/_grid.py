@@ -7,7 +7,7 @@ rank numbers aside) are folded: only the first and last of such a run are drawn,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -137,12 +137,19 @@ class Folded:
     not_shown: int
 
 
-def fold_nodes(plan: Plan, *, max_nodes: int | None = None) -> Folded:
+def fold_nodes(
+    plan: Plan,
+    *,
+    max_nodes: int | None = None,
+    held: Mapping[int, Mapping[int, str]] | None = None,
+) -> Folded:
     """Fold runs of three or more consecutive same-looking nodes into first, fold, last.
 
     Args:
         plan: The plan.
         max_nodes: Most node rows to draw (folds not counted); None draws every row.
+        held: Node rank -> accelerator index -> the other job holding it (rows held
+            differently never fold together).
     """
     nodes = plan.inventory.nodes
     occupancy = plan.occupancy()
@@ -155,6 +162,7 @@ def fold_nodes(plan: Plan, *, max_nodes: int | None = None) -> Folded:
             shapes[rank] = (
                 *node_shape(plan, nodes[rank], occupancy[rank]),
                 nodes[rank].nvlink_domain,
+                tuple(sorted((held or {}).get(rank, {}).items())),
             )
         return shapes[rank]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._held import HeldBy
 from ._memory_svg import memory_panel
 from ._svg import PlanPicture, render_svg
 from ._svg_base import HEADER_H, xml_escape
@@ -114,7 +115,11 @@ _JS = """
 
 
 def render_html(
-    plan: Plan, *, max_nodes: int | None = None, memory: MemoryReport | None = None
+    plan: Plan,
+    *,
+    max_nodes: int | None = None,
+    memory: MemoryReport | None = None,
+    held_by: HeldBy | None = None,
 ) -> str:
     """The plan as one self-contained HTML page.
 
@@ -124,11 +129,17 @@ def render_html(
             draws every row. Runs of same-looking nodes are folded either way.
         memory: A memory check (docs/concepts/will-it-fit.md): a panel under the grid
             draws a stacked bar per kind of GPU per phase, bytes on hover.
+        held_by: ``(node rank, accelerator index) -> job name`` of accelerators other
+            jobs hold on the plan's nodes: greyed out, named, in the legend.
 
     Returns:
         The page, ending with a newline.
+
+    Raises:
+        PlacementRuleError: ``held_by`` names a node outside the plan, a bad job name or
+            an accelerator the plan uses.
     """
-    picture = PlanPicture(plan, max_nodes=max_nodes)
+    picture = PlanPicture(plan, max_nodes=max_nodes, held_by=held_by)
     width = f"{picture.width:.0f}"
     body, height = picture.body(4)
     header = picture.header(2)
@@ -148,6 +159,12 @@ def render_html(
         '<li><span class="sw free"></span>free</li>'
         '<li><span class="sw link"></span>one process on several accelerators</li>'
     )
+    if picture.held:
+        jobs = ", ".join(sorted({j for held in picture.held.values() for j in held.values()}))
+        legend += (
+            '<li><span class="sw" style="background:#d9d9d9"></span>'
+            f"held by another job ({xml_escape(jobs)})</li>"
+        )
     if plan.lost_nodes:
         legend += '<li><span class="sw" style="background:#f3d6db"></span>lost node</li>'
     if plan.config.spare_nodes or plan.lost_nodes:

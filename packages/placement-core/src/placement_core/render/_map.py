@@ -12,6 +12,7 @@ the map stops after ``max_nodes`` rows.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from placement_core._inventory import Node
@@ -19,6 +20,7 @@ from placement_core._topology_plan import crosses_socket, inventory_has_topology
 
 from ._domains import domain_bands, renumbered_note
 from ._grid import CROSSING, Fold, component_codes, device_name, fold_nodes, occupants_label
+from ._held import HELD, HeldBy, held_cells, held_per_node
 from ._memory_text import memory_block
 from ._text import (
     HardwareNumbers,
@@ -69,7 +71,13 @@ def _extras(
     return "; ".join(parts)
 
 
-def render_map(plan: Plan, *, max_nodes: int = 64, memory: MemoryReport | None = None) -> str:
+def render_map(
+    plan: Plan,
+    *,
+    max_nodes: int = 64,
+    memory: MemoryReport | None = None,
+    held_by: HeldBy | None = None,
+) -> str:
     """Draw the plan as a node x accelerator grid.
 
     Args:
@@ -77,21 +85,28 @@ def render_map(plan: Plan, *, max_nodes: int = 64, memory: MemoryReport | None =
         max_nodes: Most node rows to print; a note says how many were left out.
         memory: A memory check (docs/concepts/will-it-fit.md): a last block gives each
             kind of GPU's peak phase against its capacity.
+        held_by: ``(node rank, accelerator index) -> job name`` of accelerators other
+            jobs hold on the plan's nodes: drawn ``#<job>`` in their index's place.
 
     Returns:
         The map, ending with a newline.
+
+    Raises:
+        PlacementRuleError: ``held_by`` names a node outside the plan, a bad job name or
+            an accelerator the plan uses.
     """
     names = list(plan.components)
     codes = component_codes(names)
     occupancy = plan.occupancy()
     numbers = hardware_numbers(plan)
     marked = _crossing(plan)
+    held = held_per_node(plan, held_by)
     nodes = plan.inventory.nodes
-    width = max((len(node.accelerators) for node in nodes), default=0)
+    width = max((len(held_cells(node, held.get(node.rank, {}))) for node in nodes), default=0)
     header = ("NODE", "ACCELERATORS", *(str(i) for i in range(width)), "NODE-LEVEL / HARDWARE")
     rows: list[tuple[str, ...]] = [header]
     notes: list[tuple[int, str]] = []  # (row index it follows, text)
-    folded = fold_nodes(plan, max_nodes=max_nodes)
+    folded = fold_nodes(plan, max_nodes=max_nodes, held=held)
     bands = domain_bands(plan)
     banded: dict[int, str] = {}  # row index it follows -> the domain band
     for item in folded.items:
@@ -100,9 +115,11 @@ def render_map(plan: Plan, *, max_nodes: int = 64, memory: MemoryReport | None =
         else:
             if item in bands:
                 banded[len(rows) - 1] = bands[item]
-            row = _row(nodes[item], occupancy[item], width, codes, numbers, marked)
+            row = _row(
+                nodes[item], occupancy[item], width, codes, numbers, marked, held.get(item, {})
+            )
             rows.append((row[0], row[1] + node_tag(plan, item), *row[2:]))
-    lines = [f"map: {summary(plan)}", _legend(codes, bool(marked))]
+    lines = [f"map: {summary(plan)}", _legend(codes, bool(marked), bool(held))]
     renumbered = renumbered_note(plan)
     lines += [renumbered, ""] if renumbered else [""]
     aligned = align(rows)
@@ -121,9 +138,11 @@ def render_map(plan: Plan, *, max_nodes: int = 64, memory: MemoryReport | None =
     return "\n".join(lines) + "\n"
 
 
-def _legend(codes: dict[str, str], crossing: bool) -> str:
+def _legend(codes: dict[str, str], crossing: bool, held: bool = False) -> str:
     pairs = "  ".join(f"{code}={name}" for name, code in codes.items())
     legend = f"legend: {pairs}  ('+' joins components sharing a device, '{FREE}' is free"
+    if held:
+        legend += f", '{HELD}<job>' is held by another job"
     if crossing:
         legend += f", '{CROSSING}' marks processes whose accelerators meet across sockets"
     return legend + ")"
@@ -136,10 +155,13 @@ def _row(
     codes: dict[str, str],
     numbers: HardwareNumbers,
     marked: Marked,
+    held: Mapping[int, str],
 ) -> tuple[str, ...]:
     cells = [
-        occupants_label(occupancy.accelerators.get(a.index, ()), codes, marked) or FREE
-        for a in node.accelerators
+        f"{HELD}{cell.job}"
+        if cell.job is not None
+        else occupants_label(occupancy.accelerators.get(cell.index, ()), codes, marked) or FREE
+        for cell in held_cells(node, held)
     ]
     cells += [""] * (width - len(cells))
     return (str(node.rank), node_kind(node), *cells, _extras(node, occupancy, codes, numbers))

@@ -27,6 +27,7 @@ from placement_core._ranks import format_rank_list
 
 from ._domains import domain_bands, renumbered_note
 from ._grid import Fold, component_codes, device_name, fold_nodes, occupants_label
+from ._held import HeldBy, held_cells, held_per_node
 from ._memory_svg import memory_panel
 from ._svg_base import (
     CELL_GAP,
@@ -92,14 +93,19 @@ class PlanPicture:
     Args:
         plan: The plan to draw.
         max_nodes: Most node rows to draw; None draws every row (folds still apply).
+        held_by: ``(node rank, accelerator index) -> job name`` of accelerators other
+            jobs hold on the plan's nodes (``render._held``): greyed out, named.
     """
 
-    def __init__(self, plan: Plan, *, max_nodes: int | None = None) -> None:
+    def __init__(
+        self, plan: Plan, *, max_nodes: int | None = None, held_by: HeldBy | None = None
+    ) -> None:
         self.plan = plan
+        self.held = held_per_node(plan, held_by)
         self.title = f"placement plan: {summary(plan)}"
         self.swatches = swatches(list(plan.components))
         self.codes = {name: s.code for name, s in self.swatches.items()}
-        self.folded = fold_nodes(plan, max_nodes=max_nodes)
+        self.folded = fold_nodes(plan, max_nodes=max_nodes, held=self.held)
         self._numbers = hardware_numbers(plan)
         self._occupancy = plan.occupancy()
         self._nodes = plan.inventory.nodes
@@ -108,7 +114,9 @@ class PlanPicture:
             for rank in group.node_ranks:
                 self._groups.setdefault(rank, []).append(group.label)
         drawn = [self._nodes[i] for i in self.folded.items if not isinstance(i, Fold)]
-        self.columns = max((len(node.accelerators) for node in drawn), default=0)
+        self.columns = max(
+            (len(held_cells(node, self.held.get(node.rank, {}))) for node in drawn), default=0
+        )
         longest = max(
             (
                 len(occupants_label(occupants, self.codes))
@@ -117,6 +125,7 @@ class PlanPicture:
             ),
             default=1,
         )
+        longest = max(longest, *(len(j) for h in self.held.values() for j in h.values()), 0)
         # Whole pixels keep the many coordinates short.
         self.cell_w = float(max(34, round(CHAR_W * min(longest, MAX_LABEL) + 10)))
         self.node_w = float(round(CHAR_W * max(4, len(str(len(self._nodes) - 1))) + 14))
@@ -150,6 +159,9 @@ class PlanPicture:
             f"{scope} .d{{stroke:#1a1a1a;stroke-width:1.5px}}",
             f"{scope} .tip:hover rect{{filter:brightness(1.08)}}",
         ]
+        if self.held:
+            rules.append(f"{scope} .held rect{{fill:#d9d9d9;stroke:#b0b0b0}}")
+            rules.append(f"{scope} .held text{{fill:#6b6b6b}}")
         if self.plan.config.spare_nodes or self.plan.lost_nodes:
             rules.append(f"{scope} .lost .nodelabel text{{fill:#b00020}}")
             rules.append(f"{scope} .spare .nodelabel text{{fill:#0072B2;font-weight:bold}}")
@@ -244,6 +256,14 @@ class PlanPicture:
             )
             items.append((shared, "shared device (outlined, striped)"))
         items.append(('<g class="free"><rect width="14" height="14"/></g>', "free"))
+        if self.held:
+            jobs = sorted({job for held in self.held.values() for job in held.values()})
+            items.append(
+                (
+                    '<g class="held"><rect width="14" height="14"/></g>',
+                    f"held by another job ({', '.join(jobs)})",
+                )
+            )
         items.append(
             (
                 '<line class="u" x1="2" y1="8" x2="14" y2="8"/>'
@@ -296,9 +316,13 @@ class PlanPicture:
             f"{xml_escape(node_kind(node) + tag)}</text><title>{xml_escape(self._node_tip(node))}"
             "</title></g>"
         )
-        for col, accelerator in enumerate(node.accelerators):
-            occupants = occupancy.accelerators.get(accelerator.index, ())
+        for col, cell in enumerate(held_cells(node, self.held.get(rank, {}))):
             x = self.x_cells + col * (self.cell_w + CELL_GAP)
+            if cell.job is not None or cell.accelerator is None:
+                out.append(self._held_box(node, cell.index, cell.job or "", x, y))
+                continue
+            accelerator = cell.accelerator
+            occupants = occupancy.accelerators.get(accelerator.index, ())
             out.append(
                 self._box(
                     "acc",
@@ -366,6 +390,16 @@ class PlanPicture:
             )
         parts.append(f"<title>{xml_escape(tip)}</title></g>")
         return "".join(parts)
+
+    def _held_box(self, node: Node, index: int, job: str, x: float, y: float) -> str:
+        """An accelerator another job holds: grey, the job's name in it and its tip."""
+        tip = f"node {node.rank} · accelerator {index}\nheld by job {job} (another job)"
+        return (
+            f'<g class="acc held tip" data-index="{index}" data-job="{xml_escape(job)}">'
+            f'<rect x="{_n(x)}" y="{_n(y)}" width="{_n(self.cell_w)}" height="{CELL_H}"/>'
+            f'<text class="l" x="{_n(x + self.cell_w / 2)}" y="{_n(y + 16)}">'
+            f"{xml_escape(_fit(job))}</text><title>{xml_escape(tip)}</title></g>"
+        )
 
     @staticmethod
     def _swatch_rect(key: str, hatched: bool, x: float, y: float, w: float, h: float) -> str:
@@ -540,7 +574,11 @@ def _short_json(config: object, limit: int = 120) -> str:
 
 
 def render_svg(
-    plan: Plan, *, max_nodes: int | None = None, memory: MemoryReport | None = None
+    plan: Plan,
+    *,
+    max_nodes: int | None = None,
+    memory: MemoryReport | None = None,
+    held_by: HeldBy | None = None,
 ) -> str:
     """Draw the plan as one standalone SVG document.
 
@@ -550,11 +588,18 @@ def render_svg(
             draws every row. Runs of same-looking nodes are folded either way.
         memory: A memory check (docs/concepts/will-it-fit.md): a panel under the grid
             draws a stacked bar per kind of GPU per phase, bytes on hover.
+        held_by: ``(node rank, accelerator index) -> job name`` of accelerators other
+            jobs hold on the plan's nodes: greyed out in their index's place, the job's
+            name in the cell and its tooltip, and a legend entry.
 
     Returns:
         The SVG, ending with a newline.
+
+    Raises:
+        PlacementRuleError: ``held_by`` names a node outside the plan, a bad job name or
+            an accelerator the plan uses.
     """
-    picture = PlanPicture(plan, max_nodes=max_nodes)
+    picture = PlanPicture(plan, max_nodes=max_nodes, held_by=held_by)
     width = max(picture.width, CHAR_W * 1.25 * len(picture.title) + 2 * PAD, 560.0)
     out = [picture.style(), picture.defs(), '<rect width="100%" height="100%" fill="#fff"/>']
     out.append(f'<text class="t" x="{PAD}" y="{PAD + 14}">{xml_escape(picture.title)}</text>')
