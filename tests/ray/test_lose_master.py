@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from placement_ray import Cluster, Launch, NodeLostError, launch
+from placement_ray import Cluster, Launch, NodeLostError, PlacementRayWarning, launch
 from placement_ray._rayapi import head_node_id
 from placement_ray.testing import SimulatedCluster
 
@@ -55,7 +55,10 @@ def test_the_separate_head_is_no_node_of_the_job(job: Any) -> None:
 def test_losing_node_0_moves_the_master_to_the_spare(job: Any) -> None:
     simulated, view, started, before = job
     simulated.kill_node(0)
-    with pytest.raises(NodeLostError) as caught:
+    with (
+        pytest.raises(NodeLostError) as caught,
+        pytest.warns(PlacementRayWarning, match="actor 0-1: node 0 -> node 3"),
+    ):
         started["actor"].execute("seen", timeout_s=300)
     report = caught.value.recovery
     assert report is not None
