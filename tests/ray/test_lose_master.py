@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from placement_ray import Cluster, Launch, NodeLostError, PlacementRayWarning, launch
+from placement_ray import ArgumentError, Cluster, Launch, NodeLostError, PlacementRayWarning, launch
 from placement_ray._rayapi import head_node_id
 from placement_ray.testing import SimulatedCluster
 
@@ -50,6 +50,14 @@ def test_the_separate_head_is_no_node_of_the_job(job: Any) -> None:
     assert view.left_out == (view.cluster_id,)
     assert view.cluster_id not in {n.node_id for n in view.nodes}
     assert [seen["node_id"] for seen in before[:2]] == [simulated.node_id(0)] * 2
+
+
+def test_the_separate_head_has_no_rank_and_cannot_be_killed(job: Any) -> None:
+    simulated, _, _, _ = job
+    with pytest.raises(ArgumentError, match=r"live node \[0, 1, 2, 3\] \(the separate head has no"):
+        simulated.kill_node(4)
+    with pytest.raises(ArgumentError, match=r"rank: expected a killed node of 0\.\.3, got 0"):
+        simulated.restore_node(0)
 
 
 def test_losing_node_0_moves_the_master_to_the_spare(job: Any) -> None:
