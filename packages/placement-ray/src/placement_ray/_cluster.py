@@ -10,8 +10,10 @@ What identifies "our" cluster and job:
 * the **view** (node order, inventory) lives in a named actor of the job's namespace, so a
   second ``Cluster()`` in another process of the job (a worker, a subprocess given
   ``attach_env()``) sees exactly the same ranks without discovering again. The actor is
-  pinned to the head node, so losing a worker node never loses the view; if it is lost
-  anyway, the next ``Cluster()`` creates it again and discovers the view anew.
+  pinned to the head node (it takes no CPU, so a head started with ``--num-cpus 0``,
+  which is no node of the job, holds it too), so losing a worker node never loses the
+  view; if it is lost anyway, the next ``Cluster()`` creates it again and discovers the
+  view anew.
 
 Without an address (argument or ``RAY_ADDRESS``) a new local cluster is started on this
 machine; ``address="auto"`` is never used, so a stray cluster that happens to run on the
