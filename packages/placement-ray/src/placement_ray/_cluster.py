@@ -198,6 +198,8 @@ class Cluster:
 
     Args:
         num_nodes: Nodes to wait for; None uses the nodes alive now (or the job's view).
+            A node with 0 CPUs, no accelerators and no node rank (a Ray head started with
+            ``--num-cpus 0``) is not one of them (``left_out``).
         address: A Ray address to connect to; default ``RAY_ADDRESS``; when neither is
             set (and Ray is not connected yet) a local cluster is started on this machine.
         job: The job's name; default ``PLACEMENT_JOB``, else inferred from the current Ray
