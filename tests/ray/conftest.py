@@ -4,7 +4,8 @@ Tests take ``placement_cluster`` (the ``pytest11`` plugin of placement-ray): one
 loopback cluster per session, 3 labelled nodes of 4 logical GPUs and 4 CPUs each (the
 shared-IP case that must stay correct; ``SHAPE``, given to every test here that names no
 shape of its own), cleaned up after every test. Module-scoped fixtures use ``cluster``,
-the same view without per-test cleanup. Tests that kill nodes share the ``LOSSY`` shape.
+the same view without per-test cleanup. Tests that kill nodes share the ``LOSSY`` shape,
+whose Ray head is a separate node that offers nothing, so node 0 can be lost too.
 """
 
 from __future__ import annotations
@@ -30,9 +31,17 @@ if TYPE_CHECKING:
 NUM_NODES = 3
 GPUS_PER_NODE = 4
 SHAPE = {"nodes": NUM_NODES, "gpus_per_node": GPUS_PER_NODE, "cpus_per_node": 4}
-LOSSY = {"nodes": 4, "gpus_per_node": 2, "cpus_per_node": 2, "timeout_s": 240}
+LOSSY = {
+    "nodes": 4,
+    "gpus_per_node": 2,
+    "cpus_per_node": 2,
+    "timeout_s": 240,
+    "separate_head": True,
+}
 """The shape of the tests that kill nodes (``SimulatedCluster.kill_node``): marked with it,
-they run one after another on one cluster, each starting its killed nodes again after."""
+they run one after another on one cluster, each starting its killed nodes again after.
+Ray's head is an extra node with no CPUs, no GPUs and no rank (as KubeRay's), which the
+job's view leaves out: nodes 0-3 are all workers, and any of them can be killed."""
 DGX_PAIR = {"nodes": 2, "cpus_per_node": 8, "topology": ["dgx-h100", None], "timeout_s": 240}
 """Node 0 a DGX H100 of the fake NVML kit (8 x 80 GB), node 1 without NVML (4 logical GPUs):
 the testing kit's own tests and the live memory check."""
@@ -90,7 +99,7 @@ def lossy_cluster(
     try:
         yield simulated, simulated.view()
     finally:
-        restore_nodes(simulated, range(1, LOSSY["nodes"]))
+        restore_nodes(simulated, range(LOSSY["nodes"]))
 
 
 def restore_nodes(simulated: SimulatedCluster, ranks: Iterable[int]) -> None:

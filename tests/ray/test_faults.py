@@ -307,7 +307,7 @@ def test_the_jobs_view_stays_beside_the_head_and_is_rebuilt_when_lost(
     from ray._private import state
 
     info = state.actors(actor_id=view._state_actor._actor_id.hex())
-    assert info["Address"]["NodeID"] == view.node(0).node_id
+    assert info["Address"]["NodeID"] == view.cluster_id  # the head, though it has no CPU
     simulated.kill_node(3)
     again = Cluster(None, job=view.job, timeout_s=60, export_env=False)
     assert again.num_nodes == 4

@@ -56,6 +56,13 @@ def test_a_node_that_does_not_start_is_one_short_cluster_error(
     assert f"{kit._START_ATTEMPTS} attempt(s)" in text
 
 
+def test_a_separate_head_that_does_not_start_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    _slow_start(monkeypatch)
+    monkeypatch.setattr(kit, "_START_ATTEMPTS", 1)
+    with pytest.raises(ClusterError, match=r"did not come up: the head node did not start"):
+        kit.SimulatedCluster(nodes=2, separate_head=True)
+
+
 def test_the_repr_of_a_cluster_that_never_started_names_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -63,6 +70,8 @@ def test_the_repr_of_a_cluster_that_never_started_names_it(
     half = kit.SimulatedCluster.__new__(kit.SimulatedCluster)
     half.spec = kit.ClusterSpec(nodes=3)
     assert repr(half) == "SimulatedCluster(3 nodes, address=not started)"
+    half.spec = kit.ClusterSpec(nodes=3, separate_head=True)
+    assert repr(half) == "SimulatedCluster(3 nodes and a separate head, address=not started)"
 
 
 def test_the_wait_goes_on_while_nodes_keep_coming_up() -> None:

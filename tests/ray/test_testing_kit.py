@@ -87,6 +87,7 @@ def test_resources_still_held_after_the_timeout_are_named(
         ({"timeout_s": 0}, "timeout_s: expected seconds > 0, got 0"),
         ({"node_ip": "10.0.0.1"}, r"node_ip: expected a loopback address such as '127.0.0.9'"),
         ({"nodes": 2, "node_ip": ("127.0.0.1",)}, "node_ip: expected one value or a list of 2"),
+        ({"separate_head": "yes"}, "separate_head: expected True or False, got 'yes'"),
     ],
 )
 def test_a_bad_shape_names_the_field(fields: dict[str, object], message: str) -> None:
@@ -104,7 +105,7 @@ def test_kill_node_keeps_the_head_and_restore_node_only_a_killed_one(
     placement_cluster_factory: PlacementClusterFactory,
 ) -> None:
     simulated = placement_cluster_factory.simulated(**SHAPE)
-    with pytest.raises(ArgumentError, match=r"rank: expected a live node other than the head"):
+    with pytest.raises(ArgumentError, match=r"node 0 is Ray's head here.*separate_head=True"):
         simulated.kill_node(0)
     with pytest.raises(ArgumentError, match=r"rank: expected a live node .* got 7"):
         simulated.kill_node(7)

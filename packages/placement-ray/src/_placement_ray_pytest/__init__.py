@@ -53,7 +53,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{MARKER}(nodes=2, gpus_per_node=None, cpus_per_node=4, topology=None, "
-        "accelerator='nvidia', accelerator_model=None, labelled=True, job='pytest', "
+        "accelerator='nvidia', accelerator_model=None, labelled=True, separate_head=False, "
+        "job='pytest', "
         "object_store_mb=80, timeout_s=60): the shape of the "
         "simulated Ray cluster the placement_cluster fixture gives this test",
     )

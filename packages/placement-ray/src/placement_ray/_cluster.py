@@ -10,8 +10,10 @@ What identifies "our" cluster and job:
 * the **view** (node order, inventory) lives in a named actor of the job's namespace, so a
   second ``Cluster()`` in another process of the job (a worker, a subprocess given
   ``attach_env()``) sees exactly the same ranks without discovering again. The actor is
-  pinned to the head node, so losing a worker node never loses the view; if it is lost
-  anyway, the next ``Cluster()`` creates it again and discovers the view anew.
+  pinned to the head node (it takes no CPU, so a head started with ``--num-cpus 0``,
+  which is no node of the job, holds it too), so losing a worker node never loses the
+  view; if it is lost anyway, the next ``Cluster()`` creates it again and discovers the
+  view anew.
 
 Without an address (argument or ``RAY_ADDRESS``) a new local cluster is started on this
 machine; ``address="auto"`` is never used, so a stray cluster that happens to run on the
@@ -36,6 +38,7 @@ from placement_core import Inventory, Node
 
 from ._colocation import ShareLedger
 from ._discovery import discover_inventory
+from ._job_nodes import counts_while_waiting
 from ._node_order import NODE_RANK_LABEL
 from ._notice import Progress
 from ._rayapi import alive_nodes, head_node_id
@@ -91,9 +94,12 @@ def wait_for_nodes(
 ) -> list[dict[str, Any]]:
     """Wait until at least ``num_nodes`` Ray nodes are alive.
 
-    A progress line (``"3/18 nodes up, waiting for ranks 4, 7, ..."``; the ranks are known
-    where nodes carry a ``node-rank`` label) goes to ``progress`` (default: the logger, at
-    INFO) whenever the count changes.
+    A node that offers nothing to schedule on (0 CPUs, no accelerators: a Ray head
+    started with ``--num-cpus 0``) and carries no ``node-rank`` label is not counted (it is
+    not one of the job's nodes; docs/concepts/node-order.md), and the progress line says
+    how many such nodes it passed over. A progress line (``"3/18 nodes up, waiting for
+    ranks 4, 7, ..."``; the ranks are known where nodes carry a ``node-rank`` label) goes
+    to ``progress`` (default: the logger, at INFO) whenever the count changes.
 
     Args:
         num_nodes: How many nodes the job needs (>= 1).
@@ -102,7 +108,7 @@ def wait_for_nodes(
         progress: Called with each progress line.
 
     Returns:
-        Ray's node table entries of the live nodes.
+        Ray's node table entries of the live nodes (those not counted included).
 
     Raises:
         ArgumentError: ``num_nodes`` is not an int >= 1.
@@ -121,25 +127,32 @@ def wait_for_nodes(
     last = -1
     while True:
         nodes = alive_nodes()
-        if len(nodes) >= num_nodes:
+        counted = [n for n in nodes if counts_while_waiting(n)]
+        if len(counted) >= num_nodes:
             if last != -1:
-                say(f"{len(nodes)}/{num_nodes} nodes up")
+                say(f"{len(counted)}/{num_nodes} nodes up")
             return nodes
-        missing = _missing_ranks(nodes, num_nodes)
-        line = f"{len(nodes)}/{num_nodes} nodes up, " + (
+        missing = _missing_ranks(counted, num_nodes)
+        line = f"{len(counted)}/{num_nodes} nodes up, " + (
             f"waiting for ranks {_shorten(missing)}"
             if missing
-            else f"waiting for {num_nodes - len(nodes)} more"
+            else f"waiting for {num_nodes - len(counted)} more"
         )
-        if len(nodes) != last or progress is None:
+        if len(nodes) > len(counted):
+            line += (
+                f" (not counting {len(nodes) - len(counted)} node(s) with 0 CPUs, no "
+                "accelerators and no node-rank label, such as a Ray head started with "
+                "--num-cpus 0)"
+            )
+        if len(counted) != last or progress is None:
             say(line)
-            last = len(nodes)
+            last = len(counted)
         if deadline is not None and time.monotonic() >= deadline:
             raise NodesNotReadyError(
                 f"timed out after {timeout_s:g}s: {line}. Start the missing nodes "
                 "(ray start --address=...) or lower num_nodes",
                 expected=num_nodes,
-                alive=len(nodes),
+                alive=len(counted),
                 missing_ranks=missing,
             )
         left = poll_s if deadline is None else deadline - time.monotonic()
@@ -185,6 +198,8 @@ class Cluster:
 
     Args:
         num_nodes: Nodes to wait for; None uses the nodes alive now (or the job's view).
+            A node with 0 CPUs, no accelerators and no node rank (a Ray head started with
+            ``--num-cpus 0``) is not one of them (``left_out``).
         address: A Ray address to connect to; default ``RAY_ADDRESS``; when neither is
             set (and Ray is not connected yet) a local cluster is started on this machine.
         job: The job's name; default ``PLACEMENT_JOB``, else inferred from the current Ray
@@ -203,6 +218,9 @@ class Cluster:
             subprocesses that should attach instead.
 
     Attributes:
+        left_out: Ray node ids of the live nodes discovery left out of the job's nodes:
+            each offers nothing to schedule on (0 CPUs, no accelerators) and has no node
+            rank, as a Ray head started with ``--num-cpus 0`` (docs/concepts/node-order.md).
         shares: The GPU shares this view's workers hold per placement-group bundle (a
             ``ShareLedger``): every worker started through this view books its shares
             there, and every later allocation into those bundles is checked against them.
@@ -291,6 +309,7 @@ class Cluster:
             )
         self.inventory: Inventory = state["inventory"]
         self.warnings: tuple[str, ...] = tuple(state["warnings"])
+        self.left_out: tuple[str, ...] = tuple(state.get("left_out", ()))
         self._rank_of = {n.node_id: n.rank for n in self.inventory.nodes}
         if export_env:
             for key, value in self.attach_env().items():
@@ -418,9 +437,9 @@ class Cluster:
         progress: Callable[[str], None] | None,
     ) -> dict[str, Any]:
         nodes = wait_for_nodes(num_nodes or 1, timeout_s=timeout_s, progress=progress)
-        inventory, _, warnings = discover_inventory(
-            [n["NodeID"] for n in nodes], timeout_s=timeout_s or 120.0
-        )
+        node_ids = [n["NodeID"] for n in nodes]
+        inventory, ordered, warnings = discover_inventory(node_ids, timeout_s=timeout_s or 120.0)
+        kept = {facts.node_id for facts in ordered}
         if num_nodes is not None and inventory.num_nodes > num_nodes:
             extra = [n.node_id for n in inventory.nodes[num_nodes:]]
             warnings.append(
@@ -434,6 +453,7 @@ class Cluster:
             "cluster_id": self.cluster_id,
             "inventory": inventory,
             "warnings": warnings,
+            "left_out": [node_id for node_id in node_ids if node_id not in kept],
         }
 
     # ----------------------------------------------------------------- the view

@@ -2,8 +2,9 @@
 
 One tiny task per node, pinned with hard node affinity (``soft=False``), takes the node's
 placement-native snapshot (see docs/concepts/node-snapshot.md) and reads the node-rank variables
-from the node's environment. The results, ordered by ``order.order_nodes``, become core's
-``Inventory``.
+from the node's environment. Nodes that offer nothing to schedule on and carry no node
+rank (a Ray head started with ``--num-cpus 0``) are left out, each named in a log line
+(``_job_nodes``); the rest, ordered by ``order.order_nodes``, become core's ``Inventory``.
 
 Where the snapshot lists no accelerators (NVML found none: not NVIDIA, or a simulated
 node), the node's accelerators are typed from Ray's own view of it: an ``NPU`` resource
@@ -36,6 +37,7 @@ from placement_core import (
 from placement_native import NODE_RANK_ENVS
 
 from ._domain_label import check_domain_label
+from ._job_nodes import job_nodes, left_out_line
 from ._node_order import NodeFacts, order_nodes
 from ._rayapi import alive_nodes
 from .errors import ClusterError
@@ -299,8 +301,25 @@ def _host_memory(snapshot: Mapping[str, Any] | None) -> int | None:
 def discover_inventory(
     node_ids: Sequence[str] | None = None, *, timeout_s: float = 120.0
 ) -> tuple[Inventory, list[NodeFacts], list[str]]:
-    """Discover, order and build: ``(inventory, facts in rank order, warnings)``."""
-    ordered, warnings = order_nodes(discover_nodes(node_ids, timeout_s=timeout_s))
+    """Discover, leave out the nodes that are not the job's, order and build:
+    ``(inventory, facts in rank order, warnings)``.
+
+    Raises:
+        ClusterError: a node did not report, or no node is the job's (every one offers
+            nothing to schedule on and has no node rank).
+    """
+    found = discover_nodes(node_ids, timeout_s=timeout_s)
+    kept, left_out = job_nodes(found)
+    for node in left_out:
+        logger.info("%s", left_out_line(node))
+    if not kept:
+        raise ClusterError(
+            f"none of the {len(found)} live nodes is a node of the job: "
+            + "; ".join(left_out_line(node) for node in left_out[:3])
+            + ("; ..." if len(left_out) > 3 else "")
+            + ". Start nodes with CPUs or accelerators, or give a node a rank"
+        )
+    ordered, warnings = order_nodes(kept)
     for warning in warnings:
         logger.warning("%s", warning)
     return build_inventory(ordered), ordered, warnings

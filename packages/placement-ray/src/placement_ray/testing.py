@@ -19,6 +19,12 @@ all nodes or one per node (None: a CPU-only node)::
 
     mixed = ClusterSpec(nodes=3, accelerator=("nvidia", "ascend", None), gpus_per_node=(4, 8, 0))
 
+Node 0 is Ray's head by default, and a head cannot be lost without ending the cluster.
+``separate_head=True`` starts the head as one more node that offers nothing (no CPUs, no
+accelerators, no node rank: KubeRay's recommended head), which placement-ray's discovery
+leaves out of the job; the spec's nodes 0..N-1 are then all workers, and ``kill_node(0)``
+loses the node of every component's rank 0.
+
 With pytest, installing placement-ray is enough: its ``pytest11`` plugin sets the variable
 before Ray is imported and provides the ``placement_cluster`` fixture (one cluster per
 session, sized by ``@pytest.mark.placement_cluster(...)`` or ini options, cleaned up after
@@ -96,8 +102,13 @@ class ClusterSpec:
             NVIDIA, whose fake machine, if any, names its GPUs).
         labelled: Give node ``i`` the ``node-rank`` label and ``PLACEMENT_NODE_RANK``.
         node_ip: The loopback address the node binds (``127.x.y.z``), or one per node;
-            several nodes may share one. Node 0 (the head, where the driver connects)
-            keeps ``127.0.0.1`` unless given another.
+            several nodes may share one. Node 0 (the head, where the driver connects,
+            unless ``separate_head``) keeps ``127.0.0.1`` unless given another.
+        separate_head: Start Ray's head as an extra node with no CPUs, no accelerators and
+            no node rank (as KubeRay's recommended head), binding ``127.0.0.1``; the
+            driver connects through it, discovery leaves it out of the job's nodes, and
+            every node of the spec, node 0 included, can be killed and restored. False:
+            node 0 is the head (it cannot be killed).
         job: The job name of the driver's connection (Ray namespace ``placement-<job>``).
         object_store_mb: Object store size per node, in MiB.
         timeout_s: Limit for nodes to come up, discovery and cleanup between tests.
@@ -111,6 +122,7 @@ class ClusterSpec:
     accelerator_model: str | tuple[str | None, ...] | None = None
     labelled: bool = True
     node_ip: str | tuple[str, ...] = LOOPBACK
+    separate_head: bool = False
     job: str = "pytest"
     object_store_mb: int = 80
     timeout_s: float = 60.0
@@ -121,6 +133,10 @@ class ClusterSpec:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ArgumentError(f"{name}: expected an int >= {low}, got {value!r}")
         self._per_node_fields()
+        if not isinstance(self.separate_head, bool):
+            raise ArgumentError(
+                f"separate_head: expected True or False, got {self.separate_head!r}"
+            )
         if isinstance(self.topology, list | tuple) and len(self.topology) != self.nodes:
             raise ArgumentError(
                 f"topology: expected one machine or a list of {self.nodes} (one per node), "
@@ -262,6 +278,7 @@ class SimulatedCluster:
         self.fakes: list[FakeNvml | None] = []
         self._view: Cluster | None = None
         self._nodes: dict[int, Any] = {}
+        self._head: Any = None  # the separate head's node (``spec.separate_head``)
         try:
             self.fakes = [self._fake(m) for m in self.spec.machines()]
             self.ray_cluster = self._start()
@@ -317,6 +334,23 @@ class SimulatedCluster:
             args["env_vars"] = env
         return args
 
+    def head_args(self) -> dict[str, Any]:
+        """``add_node`` arguments of the separate head (``spec.separate_head``): as
+        KubeRay's recommended head, no CPUs, no accelerators and no node rank, so that
+        discovery leaves it out of the job's nodes; it binds ``127.0.0.1``."""
+        return {
+            "num_cpus": 0,
+            "num_gpus": 0,
+            "node_ip_address": LOOPBACK,
+            "object_store_memory": self.spec.object_store_mb * 1024 * 1024,
+            "include_dashboard": False,
+        }
+
+    def _live_expected(self) -> int:
+        """How many Ray nodes are alive when every started node is: the spec's live
+        nodes and the separate head."""
+        return len(self._nodes) + (self._head is not None)
+
     def _start(self) -> Any:
         """Start the nodes; on a loaded machine, wait longer and try again.
 
@@ -343,18 +377,22 @@ class SimulatedCluster:
         from ray.cluster_utils import Cluster as RayCluster
 
         cluster = RayCluster()
-        rank = 0
+        self._nodes, self._head = {}, None
+        which = "the head node"
         try:
             with _quiet_ray(), _patient_node_start(wait_s):
-                self._nodes = {0: cluster.add_node(**self.node_args(0), include_dashboard=False)}
-                for rank in range(1, self.spec.nodes):
-                    self._nodes[rank] = cluster.add_node(**self.node_args(rank))
-            rank = -1
-            wait_for_nodes(_live_count(cluster), self.spec.nodes, wait_s)
+                if self.spec.separate_head:
+                    self._head = cluster.add_node(**self.head_args())
+                for rank in range(self.spec.nodes):
+                    which = f"node {rank}"
+                    extra = {} if self._head is not None or rank else {"include_dashboard": False}
+                    self._nodes[rank] = cluster.add_node(**self.node_args(rank), **extra)
+            which = ""
+            wait_for_nodes(_live_count(cluster), self._live_expected(), wait_s)
         except Exception as exc:
-            self._nodes = {}
+            self._nodes, self._head = {}, None
             cluster.shutdown()  # type: ignore[no-untyped-call]
-            which = f"node {rank} did not start" if rank >= 0 else "the nodes did not register"
+            which = f"{which} did not start" if which else "the nodes did not register"
             raise ClusterError(
                 f"the simulated cluster of {self.spec.nodes} nodes did not come up: {which}: "
                 f"{_first_line(exc)} (load average {os.getloadavg()[0]:.1f} on "
@@ -362,7 +400,7 @@ class SimulatedCluster:
                 "waits longer)"
             ) from None
         except BaseException:
-            self._nodes = {}
+            self._nodes, self._head = {}, None
             cluster.shutdown()  # type: ignore[no-untyped-call]
             raise
         return cluster
@@ -456,20 +494,47 @@ class SimulatedCluster:
         """Kill node ``rank`` (its raylet and every process on it), as a lost machine goes,
         and wait until Ray no longer lists it alive.
 
+        Any node of the spec can be killed when the head is separate
+        (``spec.separate_head``); otherwise node 0 is Ray's head and stays.
+
         Raises:
-            ArgumentError: no live node of that rank here (the head node, rank 0, stays).
+            ArgumentError: no live node of that rank here, the node is Ray's head (whose
+                loss ends the Ray cluster), or it runs this process's Ray driver.
             ClusterError: Ray still lists it alive ``timeout_s`` (the spec's) later.
         """
-        node = self._nodes.get(rank) if rank != 0 else None
+        killable = not isinstance(rank, bool) and rank in self._killable()
+        node = self._nodes.get(rank) if killable else None
         if node is None:
-            alive = sorted(r for r in self._nodes if r != 0)
+            raise ArgumentError(self._refusal(rank))
+        if self.connected() and ray.get_runtime_context().get_node_id() == node.node_id:
             raise ArgumentError(
-                f"rank: expected a live node other than the head {alive}, got {rank!r}"
+                f"rank: node {rank} runs this process's Ray driver (Ray connected the driver "
+                "to it); killing it would end the driver, not just the node"
             )
         with _quiet_ray():
             self.ray_cluster.remove_node(node)
         del self._nodes[rank]
         self.wait_gone(node.node_id, f"node {rank}")
+
+    def _killable(self) -> list[int]:
+        """The live ranks that ``kill_node`` takes: all but the head's."""
+        return sorted(r for r in self._nodes if self._head is not None or r != 0)
+
+    def _refusal(self, rank: object) -> str:
+        """Why ``kill_node(rank)`` cannot kill that node."""
+        killable = self._killable()
+        if rank == 0 and self._head is None and 0 in self._nodes:
+            return (
+                "rank: node 0 is Ray's head here, and losing the head ends the Ray cluster; "
+                "start the cluster with separate_head=True to lose node 0 (the nodes that "
+                f"can be killed now: {killable})"
+            )
+        why = (
+            " (the separate head has no rank: losing it ends the Ray cluster)"
+            if self._head is not None
+            else ""
+        )
+        return f"rank: expected a live node {killable}{why}, got {rank!r}"
 
     def node_id(self, rank: int) -> str:
         """The Ray node id of the spec's live node ``rank`` (the job's view may number the
@@ -504,15 +569,21 @@ class SimulatedCluster:
         the next :meth:`view` discovers the nodes again.
 
         Raises:
-            ArgumentError: ``rank`` is not a node of the spec, or its node is alive.
+            ArgumentError: ``rank`` is not a node of the spec that can be killed (node 0
+                only with ``separate_head``), or its node is alive.
         """
-        if not (isinstance(rank, int) and 0 < rank < self.spec.nodes) or rank in self._nodes:
+        low = 0 if self._head is not None else 1
+        if (
+            isinstance(rank, bool)
+            or not (isinstance(rank, int) and low <= rank < self.spec.nodes)
+            or rank in self._nodes
+        ):
             raise ArgumentError(
-                f"rank: expected a killed node of 1..{self.spec.nodes - 1}, got {rank!r}"
+                f"rank: expected a killed node of {low}..{self.spec.nodes - 1}, got {rank!r}"
             )
         with _quiet_ray(), _patient_node_start(self.spec.timeout_s):
             self._nodes[rank] = self.ray_cluster.add_node(**self.node_args(rank))
-        wait_for_nodes(_live_count(self.ray_cluster), len(self._nodes), self.spec.timeout_s)
+        wait_for_nodes(_live_count(self.ray_cluster), self._live_expected(), self.spec.timeout_s)
         if self._view is not None:
             self._view.shutdown()
             self._view = None
@@ -547,7 +618,8 @@ class SimulatedCluster:
     def __repr__(self) -> str:
         cluster = getattr(self, "ray_cluster", None)  # absent when the start failed
         address = "not started" if cluster is None else repr(cluster.address)
-        return f"SimulatedCluster({self.spec.nodes} nodes, address={address})"
+        head = " and a separate head" if self.spec.separate_head else ""
+        return f"SimulatedCluster({self.spec.nodes} nodes{head}, address={address})"
 
 
 class _DetectionNoise(logging.Filter):
