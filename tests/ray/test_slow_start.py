@@ -74,6 +74,32 @@ def test_the_repr_of_a_cluster_that_never_started_names_it(
     assert repr(half) == "SimulatedCluster(3 nodes and a separate head, address=not started)"
 
 
+def test_a_node_whose_raylet_died_ends_the_wait_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ray._private import services
+
+    def unregistered(gcs_address: str, node_id: str) -> Any:
+        raise RuntimeError("node info not available")  # what Ray's lookup raises meanwhile
+
+    monkeypatch.setattr(services, "get_node", unregistered)
+    start = time.monotonic()
+    with kit._patient_node_start(600), pytest.raises(RuntimeError, match="exited before it"):
+        services.get_node("127.0.0.1:1", "ab" * 28)  # no raylet of that node runs here
+    assert time.monotonic() - start < 5
+
+
+def test_a_running_raylet_is_found_by_its_node_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    node_id = "cd" * 28
+    stand_in = subprocess.Popen(  # a process whose command line is a raylet's
+        [sys.executable, "-c", "import time; time.sleep(60)", f"--node_id={node_id}"]
+    )
+    try:
+        assert kit._raylet_running(node_id)
+        assert not kit._raylet_running("ef" * 28)
+    finally:
+        stand_in.kill()
+        stand_in.wait()
+
+
 def test_the_wait_goes_on_while_nodes_keep_coming_up() -> None:
     counts = itertools.chain([0, 1, 1, 2, 2, 3], itertools.repeat(4))
     start = time.monotonic()

@@ -686,6 +686,10 @@ def _patient_node_start(timeout_s: float) -> Iterator[None]:
             except RuntimeError:
                 if time.monotonic() > deadline:
                     raise
+                if not _raylet_running(node_id):  # it crashed: no wait brings it back
+                    raise RuntimeError(
+                        f"the raylet of node {node_id[:12]} exited before it registered"
+                    ) from None
                 time.sleep(0.2)
 
     services.get_node = patient
@@ -693,6 +697,24 @@ def _patient_node_start(timeout_s: float) -> Iterator[None]:
         yield
     finally:
         services.get_node = lookup
+
+
+def _raylet_running(node_id: str) -> bool:
+    """Whether a raylet process of ``node_id`` runs on this machine (where the kit starts
+    every node; its command line carries ``--node_id=<id>``). True where /proc is missing."""
+    wanted = f"--node_id={node_id}".encode()
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return True
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                if wanted in cmdline.read().split(b"\0"):
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def _keep_current_cluster(ray_address: str, temp_dir: str | None = None) -> None:
