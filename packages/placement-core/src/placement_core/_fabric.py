@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ._inventory import Fabric, Node
 from ._ranks import format_rank_list
@@ -112,14 +113,20 @@ def zero_uuid(cluster_uuid: str) -> bool:
 
 def fabric_problems(fabric: Fabric) -> tuple[str, ...]:
     """Why one GPU's fabric registration is degraded; empty when it is healthy."""
-    if fabric.state == "not_supported":
+    return _problems(fabric.state, fabric.status, fabric.health_mask)
+
+
+# A cluster's GPUs report a handful of distinct registrations: decode each once.
+@lru_cache(maxsize=1024)
+def _problems(state: str, status: str, health_mask: int) -> tuple[str, ...]:
+    if state == "not_supported":
         return ()
     out = []
-    if fabric.state != "completed":
-        out.append(f"fabric state {fabric.state}")
-    elif fabric.status != "success":
-        out.append(f"fabric status {fabric.status}")
-    out += decode_health_mask(fabric.health_mask)
+    if state != "completed":
+        out.append(f"fabric state {state}")
+    elif status != "success":
+        out.append(f"fabric status {status}")
+    out += decode_health_mask(health_mask)
     return tuple(out)
 
 

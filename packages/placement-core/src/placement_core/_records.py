@@ -20,7 +20,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
-from itertools import chain, islice, repeat
+from itertools import chain, groupby, islice, repeat
 from operator import eq, itemgetter
 from typing import Any, overload
 
@@ -28,7 +28,7 @@ from ._inventory import Inventory
 from ._rules import Entry
 from ._spaces import SpaceKind
 
-__all__ = ["Placement", "Placements", "build_placements"]
+__all__ = ["Placement", "Placements", "Process", "build_placements", "node_runs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +179,9 @@ def _segments(
 #: per-process fields are a list (one value per process) or one value for all of them;
 #: a local accelerator rank of None is the first of each process's hardware ranks.
 _Segment = tuple[Any, ...]
+
+Process = tuple[str | None, tuple[int, ...]]
+"""A process as the topology annotations see it: ``(hardware type, hardware ranks)``."""
 _FIELDS = 14
 _PER_PROCESS = (7, 8, 9)
 # Fields that are always ints (ranks, counts, node ranks, local ranks, sizes): kept in
@@ -253,6 +256,32 @@ class Placements(Sequence[Placement]):
     def __len__(self) -> int:
         return self._len
 
+    def node_runs(self) -> Iterator[tuple[int, int]]:
+        """``(node rank, processes)`` of each stretch of records, in rank order (two
+        stretches in a row may be on one node), read from the segments."""
+        return zip(self._columns[2], self._columns[1], strict=True)
+
+    def processes_by_node(self) -> Iterator[tuple[int, tuple[Process, ...]]]:
+        """``(node rank, ((hardware type, hardware ranks), ...))``: each stretch of
+        consecutive records on one node, one pair per process, read from the segments
+        (no record is built)."""
+        columns = self._columns
+        current = -1
+        processes: list[Process] = []
+        for count, node, hardware, kind in zip(
+            columns[1], columns[2], columns[7], columns[13], strict=True
+        ):
+            if node != current and processes:
+                yield current, tuple(processes)
+                processes = []
+            current = node
+            if isinstance(hardware, list):
+                processes += [(kind, ids) for ids in hardware]
+            else:
+                processes += ((kind, hardware),) * count
+        if processes:
+            yield current, tuple(processes)
+
     def __iter__(self) -> Iterator[Placement]:
         segments = map(self._segment, range(len(self._columns[0])))
         return chain.from_iterable(map(self._records, segments))
@@ -318,6 +347,14 @@ class Placements(Sequence[Placement]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self._columns, self._annotations, self._len))
+
+
+def node_runs(placements: Sequence[Placement]) -> Iterable[tuple[int, int]]:
+    """``(node rank, processes)`` of each stretch of consecutive processes on one node,
+    without building records where the placements are stored compactly."""
+    if isinstance(placements, Placements):
+        return placements.node_runs()
+    return ((node, len(list(run))) for node, run in groupby(p.node_rank for p in placements))
 
 
 def _rebuild(
