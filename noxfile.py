@@ -346,6 +346,10 @@ def bench(session: nox.Session) -> None:
     failed: list[str] = []
     env = {**os.environ, "PATH": f"{session.bin}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.update((k, v) for k, v in session.env.items() if v is not None)
+    # A raylet waits this long for its dashboard agent, then dies (default 30 s, which a
+    # loaded machine misses: ray-project/ray#62883); the simulated clusters' start would
+    # then wait out its whole budget on a dead node.
+    env.setdefault("RAY_agent_register_timeout_ms", "300000")
     results = ROOT / "benchmarks" / "RESULTS.md"
 
     def bench_script(script: str, *args: str) -> None:
