@@ -236,3 +236,27 @@ def _merged(runs: object) -> list[tuple[int, int]]:
         else:
             out.append((node, count))
     return out
+
+
+def test_moved_records_replace_their_stretch_and_keep_the_rest_compact() -> None:
+    placements = _build(3, "0-23:0-5")
+    moved = {
+        r: dataclasses.replace(placements[r], node_rank=9, node_id="node-9", link="NV4")
+        for r in range(6)
+        if placements[r].node_rank == 1
+    }
+    result = placements.with_moved(moved)
+    assert isinstance(result, Placements)
+    assert list(result) == [moved.get(r, p) for r, p in enumerate(placements)]
+    assert list(placements)[2].node_rank == 1  # the original is untouched
+
+
+def test_moving_part_of_a_stretch_or_another_field_is_refused() -> None:
+    placements = _build(2)
+    first = placements[0]
+    with pytest.raises(ValueError, match="must move together"):
+        placements.with_moved({0: dataclasses.replace(first, node_rank=5, node_id="node-5")})
+    stretch = {r: placements[r] for r in range(8)}
+    stretch[3] = dataclasses.replace(stretch[3], local_rank=7)
+    with pytest.raises(ValueError, match="may change only its node"):
+        placements.with_moved(stretch)

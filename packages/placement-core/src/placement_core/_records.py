@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from itertools import chain, groupby, islice, repeat
-from operator import eq, itemgetter
+from operator import attrgetter, eq, itemgetter
 from typing import Any, overload
 
 from ._inventory import Inventory
@@ -195,6 +195,14 @@ def _new_columns() -> tuple[Any, ...]:
 
 
 _FIRST = itemgetter(0)
+_ANNOTATIONS = attrgetter("link", "numa_node", "cpus")
+_KEPT = attrgetter(
+    *(
+        f.name
+        for f in fields(Placement)
+        if f.name not in {"node_rank", "node_id", "link", "numa_node", "cpus"}
+    )
+)
 
 
 class Placements(Sequence[Placement]):
@@ -255,6 +263,39 @@ class Placements(Sequence[Placement]):
 
     def __len__(self) -> int:
         return self._len
+
+    def with_moved(self, fresh: Mapping[int, Placement]) -> Placements:
+        """A copy with the records at ``fresh``'s ranks replaced, as ``replan`` moves them.
+
+        A replaced record may differ from the one it replaces only in its node
+        (``node_rank``, ``node_id``) and its ``link``, ``numa_node`` and ``cpus``; the
+        records of one stretch on a node are replaced together (a lost node's processes
+        move together). Only the segments and annotations change: no record is built but
+        the replaced ones.
+
+        Raises:
+            ValueError: a record differs in another field, or a stretch is replaced in part.
+        """
+        columns = tuple(column[:] for column in self._columns)  # arrays stay arrays
+        starts, counts = columns[0], columns[1]
+        for index in sorted({bisect_right(starts, rank) - 1 for rank in fresh}):
+            stretch = [fresh.get(r) for r in range(starts[index], starts[index] + counts[index])]
+            nodes = {(r.node_rank, r.node_id) for r in stretch if r is not None}
+            if None in stretch or len(nodes) != 1:
+                raise ValueError(f"records {starts[index]}.. must move together to one node")
+            columns[2][index], columns[3][index] = nodes.pop()
+        for rank, record in fresh.items():
+            if _KEPT(self[rank]) != _KEPT(record):
+                raise ValueError(f"record {rank} may change only its node and annotations")
+        moved = Placements._from_columns(columns)
+        if self._annotations is not None or any(map(_ANNOTATIONS, fresh.values())):
+            base = self._annotations or ([None] * self._len,) * 3
+            annotations = tuple(list(column) for column in base)
+            for rank, record in fresh.items():
+                for column, value in zip(annotations, _ANNOTATIONS(record), strict=True):
+                    column[rank] = value
+            moved._annotations = (annotations[0], annotations[1], annotations[2])
+        return moved
 
     def node_runs(self) -> Iterator[tuple[int, int]]:
         """``(node rank, processes)`` of each stretch of records, in rank order (two
