@@ -259,7 +259,7 @@ class Reservation:
                         cluster,
                         ask.bundles,
                         strategy=ask.strategy,
-                        pin_to=ask.pin_to,
+                        pin_to=None if ask.pin_to is None else list(ask.pin_to),
                         name=ask.name,
                         lifetime=lifetime,
                         timeout_s=timeout_s,
