@@ -10,8 +10,10 @@ CPU time (steadier on a shared machine). The baseline beside each: ``plan()`` of
 config from scratch (what a job without replan would do), timed the same way; each row
 prints its median wall time as a fraction of it.
 
-Target: replanning 8 lost nodes of the 10,000-node plan under 1 s, judged on the best
-wall time (a live recovery decides its moves with it).
+Target: replanning 8 lost nodes of the 10,000-node plan under 1 s (a live recovery
+decides its moves with it), judged on the median CPU time (see ``_targets.py``); the wall
+times are printed beside. The calls are timed round by round, interleaved, so load on
+the machine hits them alike.
 
 Usage: ``python benchmarks/bench_core_replan.py [--sizes 1000 10000] [--repeats 5]``
 """
@@ -23,6 +25,8 @@ import statistics
 import sys
 import time
 from typing import Any
+
+from _targets import target_line
 
 GPUS_PER_NODE = 8
 AGENTS_PER_NODE = 100
@@ -62,17 +66,19 @@ def measure(num_nodes: int, repeats: int) -> dict[str, tuple[float, float, float
         "replan 8 lost": lambda: replan(planned, range(0, 80, 10)),
         "Plan.spares()": planned.spares,
     }
-    figures: dict[str, tuple[float, float, float]] = {}
-    for name, call in cases.items():
-        wall, cpu = [], []
-        for _ in range(repeats):
+    wall: dict[str, list[float]] = {name: [] for name in cases}
+    cpu: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, call in cases.items():
             planned._cache.clear()
             start, start_cpu = time.perf_counter(), time.process_time()
             call()
-            wall.append(time.perf_counter() - start)
-            cpu.append(time.process_time() - start_cpu)
-        figures[name] = (statistics.median(wall), min(wall), statistics.median(cpu))
-    return figures
+            wall[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
+    return {
+        name: (statistics.median(wall[name]), min(wall[name]), statistics.median(cpu[name]))
+        for name in cases
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,19 +87,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    print("| nodes | call | median wall | best wall | median CPU | / plan() |")
+    print("| nodes | call | median wall | best wall | median CPU | CPU / plan() |")
     print("|---:|---|---:|---:|---:|---:|")
     missed = False
+    targets = []
     for size in args.sizes:
         figures = measure(size, args.repeats)
-        baseline = figures["plan() (baseline)"][0]
+        baseline = figures["plan() (baseline)"][2]
         for name, (median, best, cpu) in figures.items():
             print(
                 f"| {size:,} | {name} | {median * 1000:.0f} ms | {best * 1000:.0f} ms "
-                f"| {cpu * 1000:.0f} ms | {median / baseline:.3f}x |"
+                f"| {cpu * 1000:.0f} ms | {cpu / baseline:.3f}x |"
             )
-            if size >= 10000 and name == "replan 8 lost" and best > TARGET_SECONDS:
-                missed = True
+            if size >= 10000 and name == "replan 8 lost":
+                missed = cpu > TARGET_SECONDS
+                targets.append(
+                    target_line(
+                        f"replan 8 lost of {size:,} nodes, CPU",
+                        f"{cpu:.3f} s (budget {TARGET_SECONDS:g} s)",
+                        f"plan() {baseline:.3f} s",
+                        cpu / baseline,
+                        f"< {TARGET_SECONDS:g} s",
+                        not missed,
+                    )
+                )
+    print("\n".join(targets))
     if missed:
         print(f"target missed: replan of 8 lost nodes over {TARGET_SECONDS} s", file=sys.stderr)
     return 1 if missed else 0

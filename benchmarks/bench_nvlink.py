@@ -19,8 +19,8 @@ built once per variant, outside the timing (as a caller that plans several confi
 one cluster would). Reported: the median wall and CPU time of each and their ratios to
 ``plain`` in the same mode.
 
-Target: every constrained variant within 2x the median wall time of ``plain``, in the
-default mode.
+Target: every constrained variant within 2x the median time of ``plain``, in the
+default mode, judged on the CPU time (see ``_targets.py``), the wall clock printed beside.
 
 Usage: ``python benchmarks/bench_nvlink.py [--nodes 10000] [--repeats 7]``
 """
@@ -33,6 +33,8 @@ import statistics
 import sys
 import time
 from typing import Any
+
+from _targets import target_line
 
 GPUS_PER_NODE = 4
 NODES_PER_DOMAIN = 18
@@ -136,21 +138,33 @@ def main() -> int:
         f"{'mode':<9} {'variant':<14} {'median s':>9} {'best s':>8} {'cpu s':>7} "
         f"{'x plain':>8} {'cpu x':>6}"
     )
-    missed = []
+    missed, targets = [], []
     for (name, mode), row in figures.items():
         base = figures["plain", mode]
-        ratio = row["median"] / base["median"]
+        ratio = row["cpu"] / base["cpu"]
         print(
             f"{mode:<9} {name:<14} {row['median']:>9.3f} {row['best']:>8.3f} "
-            f"{row['cpu']:>7.3f} {ratio:>8.2f} {row['cpu'] / base['cpu']:>6.2f}"
+            f"{row['cpu']:>7.3f} {row['median'] / base['median']:>8.2f} {ratio:>6.2f}"
         )
-        if mode == "default" and ratio > TARGET_RATIO:
-            missed.append(f"{name} ({ratio:.2f}x)")
+        if mode == "default" and name != "plain":
+            if ratio > TARGET_RATIO:
+                missed.append(f"{name} ({ratio:.2f}x)")
+            targets.append(
+                target_line(
+                    f"plan() {args.nodes:,} nodes, {name}, CPU",
+                    f"{row['cpu']:.3f} s",
+                    f"plain {base['cpu']:.3f} s",
+                    ratio,
+                    f"<= {TARGET_RATIO:g}x",
+                    ratio <= TARGET_RATIO,
+                )
+            )
     if missed:
-        print(f"MISSED: within {TARGET_RATIO}x of plain (default mode): {', '.join(missed)}")
-        return 1
-    print(f"target met: every constrained variant within {TARGET_RATIO}x of plain (default mode)")
-    return 0
+        print(f"MISSED: within {TARGET_RATIO}x of plain (CPU, default mode): {', '.join(missed)}")
+    else:
+        print(f"target met: every constrained variant within {TARGET_RATIO}x of plain (CPU)")
+    print("\n".join(targets))
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":

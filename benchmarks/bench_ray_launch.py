@@ -34,6 +34,7 @@ from typing import Any
 
 import ray
 from _ray_cluster import simulated_cluster, wait_idle, warm_pool
+from _targets import target_line
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import (
     PlacementGroupSchedulingStrategy,
@@ -151,6 +152,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"launch / bare Ray: {ratio:.2f}x (target <= {TARGET:g}x): "
             + ("met" if met else "MISSED")
+        )
+        print(
+            target_line(
+                f"launch of {workers} workers",
+                f"{medians['placement-ray launch']:.3f} s",
+                f"bare Ray {medians['bare Ray']:.3f} s",
+                ratio,
+                f"<= {TARGET:g}x",
+                met,
+            )
         )
         return 0 if met else 1
 

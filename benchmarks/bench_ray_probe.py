@@ -37,6 +37,7 @@ from typing import Any
 
 import ray
 from _ray_cluster import simulated_cluster, wait_idle, warm_pool
+from _targets import target_line
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import (
     PlacementGroupSchedulingStrategy,
@@ -143,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ),
         ]
         rows = []
+        targets: list[str] = []
         ok = True
         for title, scenario_pins, count, target in scenarios:
             results: dict[str, list[tuple[float, list[tuple[int, int]], int]]] = {
@@ -161,6 +163,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             after = medians["slime-style"] / medians["placement-ray, after slime-style"]
             met = speedup >= target
             ok = ok and met
+            targets.append(
+                target_line(
+                    f"ordered placement group, {title}",
+                    f"{medians['placement-ray']:.3f} s",
+                    f"slime-style {medians['slime-style']:.3f} s",
+                    speedup,
+                    f"speed-up >= {target:g}x",
+                    met,
+                )
+            )
             for method, runs in results.items():
                 order = runs[-1][1]
                 rows.append(
@@ -197,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
         for row in [header, *rows]:
             print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+        print("\n".join(targets))
         return 0 if ok else 1
 
 

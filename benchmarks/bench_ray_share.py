@@ -32,6 +32,7 @@ from typing import Any
 
 import ray
 from _ray_cluster import wait_idle, warm_pool
+from _targets import target_line
 
 from placement_ray import Cluster, launch
 from placement_ray._lease_state import LeaseBook, NodeCapacity, Request, Slot
@@ -130,6 +131,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"share_cluster / plain launch: {ratio:.2f}x (target <= {TARGET:.2f}x): "
             + ("met" if met else "MISSED")
+        )
+        print(
+            target_line(
+                f"launch of {NODES * GPUS} workers, share_cluster=True",
+                f"{medians['launch share_cluster']:.3f} s",
+                f"plain launch {medians['launch']:.3f} s",
+                ratio,
+                f"<= {TARGET:.2f}x",
+                met,
+            )
         )
         return 0 if met else 1
 

@@ -135,3 +135,10 @@ def import_circle() -> ImportCircle:
         return None if found is None else " -> ".join(found)
 
     return circle
+
+
+@pytest.fixture(scope="session")
+def package_files() -> Callable[[str], dict[str, Path]]:
+    """``package_files(package)``: every module of an installed package, dotted name ->
+    source file (``package_modules``), for tests that scan the sources."""
+    return package_modules

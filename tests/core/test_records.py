@@ -10,9 +10,11 @@ import gc
 import pickle
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from placement_core._inventory import Accelerator, Inventory, Node
-from placement_core._records import Placement, Placements, build_placements
+from placement_core._records import Placement, Placements, build_placements, node_runs
 from placement_core._rules import parse_rule, resolve_rule
 from placement_core._spaces import build_space
 from placement_core._strategies import packed
@@ -199,3 +201,62 @@ def test_shared_and_one_per_process_segments_on_one_node() -> None:
         (0, (0,), 0), (1, (0,), 1), (2, (1,), 2), (3, (1,), 3), (4, (2,), 4), (5, (3,), 5)
     ]  # fmt: skip
     assert {p.local_world_size for p in placements} == {6}
+
+
+RULES = ["all", "0-23:0-5", "0-1:0-3,2-3", "0-15:0-31", "3-20", "0-15:0-3"]
+
+
+@given(nodes=st.integers(3, 6), rule=st.sampled_from(RULES))
+def test_node_runs_read_from_the_segments_match_the_records(nodes: int, rule: str) -> None:
+    placements = _build(nodes, rule)
+    from_segments = [n for node, count in placements.node_runs() for n in [node] * count]
+    assert from_segments == [p.node_rank for p in placements]
+    assert list(node_runs(tuple(placements))) == [
+        (node, count) for node, count in _merged(placements.node_runs())
+    ]
+
+
+@given(nodes=st.integers(3, 6), rule=st.sampled_from(RULES))
+def test_processes_by_node_read_from_the_segments_match_the_records(nodes: int, rule: str) -> None:
+    placements = _build(nodes, rule)
+    expected: dict[int, list[tuple[str | None, tuple[int, ...]]]] = {}
+    for p in placements:
+        expected.setdefault(p.node_rank, []).append((p.hardware_type, p.hardware_ranks))
+    got = list(placements.processes_by_node())
+    assert [node for node, _ in got] == list(expected)  # each node once, in rank order
+    assert {node: list(processes) for node, processes in got} == expected
+
+
+def _merged(runs: object) -> list[tuple[int, int]]:
+    """Runs with consecutive ones on one node joined (as records grouped by node are)."""
+    out: list[tuple[int, int]] = []
+    for node, count in runs:  # type: ignore[attr-defined]
+        if out and out[-1][0] == node:
+            out[-1] = (node, out[-1][1] + count)
+        else:
+            out.append((node, count))
+    return out
+
+
+def test_moved_records_replace_their_stretch_and_keep_the_rest_compact() -> None:
+    placements = _build(3, "0-23:0-5")
+    moved = {
+        r: dataclasses.replace(placements[r], node_rank=9, node_id="node-9", link="NV4")
+        for r in range(6)
+        if placements[r].node_rank == 1
+    }
+    result = placements.with_moved(moved)
+    assert isinstance(result, Placements)
+    assert list(result) == [moved.get(r, p) for r, p in enumerate(placements)]
+    assert list(placements)[2].node_rank == 1  # the original is untouched
+
+
+def test_moving_part_of_a_stretch_or_another_field_is_refused() -> None:
+    placements = _build(2)
+    first = placements[0]
+    with pytest.raises(ValueError, match="must move together"):
+        placements.with_moved({0: dataclasses.replace(first, node_rank=5, node_id="node-5")})
+    stretch = {r: placements[r] for r in range(8)}
+    stretch[3] = dataclasses.replace(stretch[3], local_rank=7)
+    with pytest.raises(ValueError, match="may change only its node"):
+        placements.with_moved(stretch)

@@ -1,4 +1,5 @@
-"""The job's reservation: a group per used node and per spare, the GPU map, their removal.
+"""The job's reservation: a group per used node and per spare, or groups in a caller's
+order (verl's pools, OpenRLHF's group), the GPU map, their removal.
 
 On the suite's default shape (3 labelled nodes x 4 GPUs).
 """
@@ -10,7 +11,7 @@ from ray.util.placement_group import placement_group_table
 
 from placement_core import plan_from_assignments
 from placement_ray._cluster import Cluster
-from placement_ray._reservation import Reservation
+from placement_ray._reservation import GroupAsk, Reservation
 from placement_ray.errors import ArgumentError, PlacementGroupTimeoutError
 
 from .conftest import GPUS_PER_NODE
@@ -109,3 +110,40 @@ def test_held_gpus_that_do_not_match_the_plan_leave_nothing_reserved(
         Reservation.reserve(placement_cluster, {1: 2}, planned=WHOLE_NODE_1, timeout_s=120)
     table = placement_group_table()
     assert [g for g in table.values() if g["state"] == "CREATED"] == []
+
+
+def _ask(node: int, count: int) -> GroupAsk:
+    return GroupAsk(({"GPU": 1.0},) * count, (node,) * count)
+
+
+def test_ordered_groups_keep_the_asked_order_and_are_released_together(
+    placement_cluster: Cluster,
+) -> None:
+    reservation = Reservation.reserve_ordered(
+        placement_cluster, [_ask(2, 2), _ask(1, 2)], timeout_s=120
+    )
+    held = reservation.all_groups
+    try:
+        assert [g.node_ranks for g in reservation.ordered] == [(2, 2), (1, 1)]
+        assert held == tuple(reservation.ordered)
+        assert reservation.groups == {}
+        assert reservation.spares == {}
+    finally:
+        reservation.release()
+    assert [_state(g) for g in held] == ["REMOVED", "REMOVED"]
+
+
+def test_an_ordered_group_that_cannot_be_placed_leaves_nothing_reserved(
+    placement_cluster: Cluster,
+) -> None:
+    blocker = Reservation.reserve(placement_cluster, {2: 1}, timeout_s=120)
+    try:
+        with pytest.raises(PlacementGroupTimeoutError):
+            Reservation.reserve_ordered(
+                placement_cluster, [_ask(1, 1), _ask(2, GPUS_PER_NODE)], timeout_s=3
+            )
+        table = placement_group_table()
+        created = [g for g in table.values() if g["state"] == "CREATED"]
+        assert [g["placement_group_id"] for g in created] == [blocker.groups[2].pg.id.hex()]
+    finally:
+        blocker.release()

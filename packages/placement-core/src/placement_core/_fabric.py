@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import chain
 from operator import attrgetter
 
@@ -117,6 +118,8 @@ def fabric_problems(fabric: Fabric) -> tuple[str, ...]:
     return _problems(fabric.state, fabric.status, fabric.health_mask)
 
 
+# A cluster's GPUs report a handful of distinct registrations: decode each once.
+@lru_cache(maxsize=1024)
 def _problems(state: str, status: str, health_mask: int) -> tuple[str, ...]:
     if state == "not_supported":
         return ()

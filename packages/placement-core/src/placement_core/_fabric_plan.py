@@ -20,7 +20,7 @@ from ._fabric import GpuHealth, degraded_nodes
 from ._inventory import Inventory
 from ._nvlink import domain_key
 from ._ranks import format_rank_list
-from ._records import Placement
+from ._records import Placement, node_runs
 
 __all__ = ["FabricHealth", "fabric_health", "fabric_policy"]
 
@@ -88,16 +88,9 @@ def check_fabric_health(
     if not health.nodes or policy == "ignore":
         return None
     degraded = health.nodes
-    hit: list[int] = []
-    last = -1
-    for p in placements:
-        if p.node_rank != last:
-            last = p.node_rank
-            if last in degraded and (not hit or hit[-1] != last):
-                hit.append(last)
+    hit = sorted({node for node, _ in node_runs(placements)} & degraded.keys())
     if not hit:
         return None
-    hit = sorted(set(hit))
     detail = "; ".join(degraded[r].describe() for r in hit[:_NODES_SHOWN])
     if len(hit) > _NODES_SHOWN:
         detail += f"; and {len(hit) - _NODES_SHOWN} more"

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Collection, Sequence
-from itertools import pairwise
+from collections.abc import Collection, Iterable, Sequence
+from operator import attrgetter
 from typing import Any
 
 from ._errors import PlacementRuleError
 from ._inventory import Inventory, Node
 from ._ranks import format_rank_list
-from ._records import Placement
+from ._records import Placement, node_runs
 from ._rules import Rule, parse_rule
 from ._spaces import ResourceSpace
 
@@ -78,12 +78,15 @@ def order_by_nvlink_domain(inventory: Inventory) -> Inventory:
     # on 100,000 nodes, and still every field a Node has.
     renumbered = []
     for rank, node in enumerate(ordered):
-        values: list[Any] = [rank if name == "rank" else getattr(node, name) for name in _FIELDS]
+        values: list[Any] = list(_VALUES(node))
+        values[_RANK] = rank
         renumbered.append(Node(*values))
     return Inventory(tuple(renumbered))
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(Node))
+_VALUES = attrgetter(*_FIELDS)
+_RANK = _FIELDS.index("rank")
 
 
 def domain_packed_rule(
@@ -206,8 +209,7 @@ def check_nvlink_groups(
         return
     nodes = inventory.nodes
     node_keys = [domain_key(node) for node in nodes]
-    keys = [node_keys[p.node_rank] for p in placements]
-    changes = [i for i, (a, b) in enumerate(pairwise(keys), 1) if a != b]
+    changes = _domain_changes(node_runs(placements), node_keys)
     if count % size:
         raise PlacementRuleError(
             f"nvlink_group: {size} does not divide the {count} processes of {names}: every "
@@ -228,6 +230,18 @@ def check_nvlink_groups(
         f"nvlink_group sizes that fit this placement: {_fitting(count, changes)}{hint}",
         path=path,
     )
+
+
+def _domain_changes(runs: Iterable[tuple[int, int]], node_keys: Sequence[str | int]) -> list[int]:
+    """The ranks whose process lies in another domain than the process before it."""
+    changes: list[int] = []
+    position, last = 0, None
+    for node, count in runs:
+        key = node_keys[node]
+        if position and key != last:
+            changes.append(position)
+        last, position = key, position + count
+    return changes
 
 
 def _where(members: Sequence[Placement], nodes: Sequence[Node]) -> str:

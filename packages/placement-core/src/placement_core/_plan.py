@@ -57,7 +57,7 @@ from ._spaces import ResourceSpace, SpaceKind, build_space
 from ._spare_domains import resolve_spare_domains
 from ._spares import Move, Spares, refuse_spares, spare_cover, without_spares
 from ._topology_plan import TopologySolver
-from ._vendors import mixed_vendor_warnings, shared_whole_device_warnings
+from ._vendors import accelerator_types, mixed_vendor_warnings, shared_whole_device_warnings
 
 __all__ = ["NodeOccupancy", "Occupancy", "Occupant", "Plan", "plan"]
 
@@ -432,8 +432,9 @@ def plan(
         resolved.append((rule, space, entries))
     warnings += _sharing_warnings(resolved, colocate)
     warnings += [busy.describe() for busy in busy_accelerators(inventory, components)]
-    warnings += mixed_vendor_warnings(components)
-    warnings += shared_whole_device_warnings(components)
+    types = accelerator_types(inventory)
+    warnings += mixed_vendor_warnings(components, types)
+    warnings += shared_whole_device_warnings(components, types)
     planned = Plan(config, inventory, MappingProxyType(components), tuple(warnings))
     planned._cache["fabric_health"] = health  # replan's spare choice reads it again
     return planned

@@ -18,17 +18,17 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
-from itertools import chain, islice, repeat
-from operator import eq, itemgetter
+from itertools import chain, groupby, islice, repeat
+from operator import attrgetter, eq, itemgetter
 from typing import Any, overload
 
 from ._inventory import Inventory
 from ._rules import Entry
 from ._spaces import SpaceKind
 
-__all__ = ["Placement", "Placements", "build_placements"]
+__all__ = ["Placement", "Placements", "Process", "build_placements", "node_runs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +179,9 @@ def _segments(
 #: per-process fields are a list (one value per process) or one value for all of them;
 #: a local accelerator rank of None is the first of each process's hardware ranks.
 _Segment = tuple[Any, ...]
+
+Process = tuple[str | None, tuple[int, ...]]
+"""A process as the topology annotations see it: ``(hardware type, hardware ranks)``."""
 _FIELDS = 14
 _PER_PROCESS = (7, 8, 9)
 # Fields that are always ints (ranks, counts, node ranks, local ranks, sizes): kept in
@@ -192,6 +195,14 @@ def _new_columns() -> tuple[Any, ...]:
 
 
 _FIRST = itemgetter(0)
+_ANNOTATIONS = attrgetter("link", "numa_node", "cpus")
+_KEPT = attrgetter(
+    *(
+        f.name
+        for f in fields(Placement)
+        if f.name not in {"node_rank", "node_id", "link", "numa_node", "cpus"}
+    )
+)
 
 
 class Placements(Sequence[Placement]):
@@ -252,6 +263,65 @@ class Placements(Sequence[Placement]):
 
     def __len__(self) -> int:
         return self._len
+
+    def with_moved(self, fresh: Mapping[int, Placement]) -> Placements:
+        """A copy with the records at ``fresh``'s ranks replaced, as ``replan`` moves them.
+
+        A replaced record may differ from the one it replaces only in its node
+        (``node_rank``, ``node_id``) and its ``link``, ``numa_node`` and ``cpus``; the
+        records of one stretch on a node are replaced together (a lost node's processes
+        move together). Only the segments and annotations change: no record is built but
+        the replaced ones.
+
+        Raises:
+            ValueError: a record differs in another field, or a stretch is replaced in part.
+        """
+        columns = tuple(column[:] for column in self._columns)  # arrays stay arrays
+        starts, counts = columns[0], columns[1]
+        for index in sorted({bisect_right(starts, rank) - 1 for rank in fresh}):
+            stretch = [fresh.get(r) for r in range(starts[index], starts[index] + counts[index])]
+            nodes = {(r.node_rank, r.node_id) for r in stretch if r is not None}
+            if None in stretch or len(nodes) != 1:
+                raise ValueError(f"records {starts[index]}.. must move together to one node")
+            columns[2][index], columns[3][index] = nodes.pop()
+        for rank, record in fresh.items():
+            if _KEPT(self[rank]) != _KEPT(record):
+                raise ValueError(f"record {rank} may change only its node and annotations")
+        moved = Placements._from_columns(columns)
+        if self._annotations is not None or any(map(_ANNOTATIONS, fresh.values())):
+            base = self._annotations or ([None] * self._len,) * 3
+            annotations = tuple(list(column) for column in base)
+            for rank, record in fresh.items():
+                for column, value in zip(annotations, _ANNOTATIONS(record), strict=True):
+                    column[rank] = value
+            moved._annotations = (annotations[0], annotations[1], annotations[2])
+        return moved
+
+    def node_runs(self) -> Iterator[tuple[int, int]]:
+        """``(node rank, processes)`` of each stretch of records, in rank order (two
+        stretches in a row may be on one node), read from the segments."""
+        return zip(self._columns[2], self._columns[1], strict=True)
+
+    def processes_by_node(self) -> Iterator[tuple[int, tuple[Process, ...]]]:
+        """``(node rank, ((hardware type, hardware ranks), ...))``: each stretch of
+        consecutive records on one node, one pair per process, read from the segments
+        (no record is built)."""
+        columns = self._columns
+        current = -1
+        processes: list[Process] = []
+        for count, node, hardware, kind in zip(
+            columns[1], columns[2], columns[7], columns[13], strict=True
+        ):
+            if node != current and processes:
+                yield current, tuple(processes)
+                processes = []
+            current = node
+            if isinstance(hardware, list):
+                processes += [(kind, ids) for ids in hardware]
+            else:
+                processes += ((kind, hardware),) * count
+        if processes:
+            yield current, tuple(processes)
 
     def __iter__(self) -> Iterator[Placement]:
         segments = map(self._segment, range(len(self._columns[0])))
@@ -318,6 +388,14 @@ class Placements(Sequence[Placement]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self._columns, self._annotations, self._len))
+
+
+def node_runs(placements: Sequence[Placement]) -> Iterable[tuple[int, int]]:
+    """``(node rank, processes)`` of each stretch of consecutive processes on one node,
+    without building records where the placements are stored compactly."""
+    if isinstance(placements, Placements):
+        return placements.node_runs()
+    return ((node, len(list(run))) for node, run in groupby(p.node_rank for p in placements))
 
 
 def _rebuild(

@@ -16,8 +16,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress
-from operator import attrgetter
 from types import MappingProxyType
 
 from ._busy import busy_accelerators
@@ -26,7 +24,7 @@ from ._errors import NoSpareError, PlacementError, PlacementRuleError
 from ._fabric_plan import FabricHealth, fabric_health
 from ._plan import Plan
 from ._ranks import format_rank_list, parse_rank_list
-from ._records import Placement
+from ._records import Placement, Placements, node_runs
 from ._scalars import is_int
 from ._shown import shown
 from ._spare_choice import Choice, SpareChooser, spanning_problem
@@ -120,12 +118,15 @@ def _lost_ranks(plan: Plan, lost: Iterable[int] | str | int) -> tuple[int, ...]:
 def _on_lost(plan: Plan, lost: frozenset[int]) -> dict[int, dict[str, list[int]]]:
     """Per lost node that holds processes: component -> its ranks there."""
     held: dict[int, dict[str, list[int]]] = {}
-    node_rank = attrgetter("node_rank")
     for name, placements in plan.components.items():
-        # At C speed: a plan may hold millions of placements and lose a handful of nodes.
-        ranks = compress(range(len(placements)), map(lost.__contains__, map(node_rank, placements)))
-        for rank in ranks:
-            held.setdefault(placements[rank].node_rank, {}).setdefault(name, []).append(rank)
+        # From the records' segments: a plan may hold millions of placements and lose a
+        # handful of nodes.
+        position = 0
+        for node, count in node_runs(placements):
+            if node in lost:
+                ranks = held.setdefault(node, {}).setdefault(name, [])
+                ranks += range(position, position + count)
+            position += count
     return held
 
 
@@ -251,19 +252,16 @@ def _move(
     plan: Plan, held: Mapping[int, Mapping[str, list[int]]], chosen: Mapping[int, Choice]
 ) -> tuple[dict[str, Sequence[Placement]], list[Move]]:
     """The components with every lost node's processes on its spare, and the moves."""
-    edited: dict[str, list[Placement]] = {}
+    edited: dict[str, dict[int, Placement]] = {}
     moves: list[Move] = []
     solver = TopologySolver(plan.inventory)
     domains = any(node.nvlink_domain is not None for node in plan.inventory.nodes)
     for lost_rank in sorted(held):
         spare = chosen[lost_rank].spare
         for name, moved_ranks in held[lost_rank].items():
-            placements = edited.get(name)
-            if placements is None:
-                placements = edited[name] = list(plan.components[name])
+            placements = plan.components[name]
             fresh = _moved(plan, solver, [placements[r] for r in moved_ranks], spare, name)
-            for r, p in zip(moved_ranks, fresh, strict=True):
-                placements[r] = p
+            edited.setdefault(name, {}).update(zip(moved_ranks, fresh, strict=True))
         moves.append(
             Move(
                 lost_rank,
@@ -275,10 +273,19 @@ def _move(
             )
         )
     components = {
-        name: tuple(edited[name]) if name in edited else placements
+        name: _replaced(placements, edited[name]) if name in edited else placements
         for name, placements in plan.components.items()
     }
     return components, moves
+
+
+def _replaced(
+    placements: Sequence[Placement], fresh: Mapping[int, Placement]
+) -> Sequence[Placement]:
+    """The placements with the moved records in; compact placements stay compact."""
+    if isinstance(placements, Placements):
+        return placements.with_moved(fresh)
+    return tuple(fresh.get(rank, p) for rank, p in enumerate(placements))
 
 
 def replan(plan: Plan, lost: Iterable[int] | str | int) -> Replan:

@@ -40,7 +40,7 @@ from operator import attrgetter
 from ._errors import PlacementRuleError
 from ._inventory import Inventory, Node
 from ._ranks import format_rank_list, parse_rank_list
-from ._records import Placement, Placements
+from ._records import Placement, Placements, Process
 from ._rules import Entry
 from ._spaces import SpaceKind
 from ._topology import best_groups, link_score, split_cpus, worst_label
@@ -267,17 +267,17 @@ class TopologySolver:
             PlacementRuleError: ``numa_node`` names a NUMA node the node's snapshot does
                 not show.
         """
+        by_node = _processes_by_node(placements)
         if not self.active:
             if numa_node is None:
                 return []
-            return sorted({p.node_rank for p in placements})
+            return sorted({node_rank for node_rank, _ in by_node})
         unknown: list[int] = []
         links_out: list[str | None] = []
         numa_out: list[int | None] = []
         cpus_out: list[str | None] = []
         # A component's placements visit each node once, in rank order.
-        for node_rank, group in groupby(placements, key=attrgetter("node_rank")):
-            on_node = list(group)
+        for node_rank, on_node in by_node:
             links = self.links(node_rank)
             if links is None:
                 if numa_node is not None:
@@ -288,7 +288,7 @@ class TopologySolver:
                 cpus_out += nothing
                 continue
             # Whole-node processes differ only in number; others by their devices.
-            shape = len(on_node) if whole_nodes else tuple(map(_PROCESS, on_node))
+            shape = len(on_node) if whole_nodes else on_node
             key = (id(links), numa_node, shape)
             values = self._annotations.get(key)
             if values is None:
@@ -334,8 +334,20 @@ def _require_nvlink(
         )
 
 
-def _local(placement: Placement, links: NodeLinks) -> tuple[int | None, tuple[int, ...]]:
-    ids = placement.hardware_ranks
+def _processes_by_node(
+    placements: Sequence[Placement],
+) -> Iterable[tuple[int, tuple[Process, ...]]]:
+    """Each node's processes, ``(hardware type, hardware ranks)``, without building records
+    where the placements are stored compactly."""
+    if isinstance(placements, Placements):
+        return placements.processes_by_node()
+    return (
+        (node_rank, tuple(map(_PROCESS, group)))
+        for node_rank, group in groupby(placements, key=attrgetter("node_rank"))
+    )
+
+
+def _local(ids: tuple[int, ...], links: NodeLinks) -> tuple[int | None, tuple[int, ...]]:
     numas = {links.numa.get(i) for i in ids}
     numa = numas.pop() if len(numas) == 1 else None
     cpus: set[int] = set()
@@ -345,7 +357,7 @@ def _local(placement: Placement, links: NodeLinks) -> tuple[int | None, tuple[in
 
 
 def _annotations(
-    placements: Sequence[Placement],
+    placements: Sequence[Process],
     links: NodeLinks,
     numa_node: int | None,
     node_rank: int,
@@ -354,10 +366,10 @@ def _annotations(
     labels: list[str | None] = []
     numas: list[int | None] = []
     local: list[tuple[int, ...]] = []
-    for p in placements:
-        if p.hardware_type is None and p.hardware_ranks:
-            labels.append(worst_label(p.hardware_ranks, links.labels))
-            numa, cpus = _local(p, links)
+    for hardware_type, hardware_ranks in placements:
+        if hardware_type is None and hardware_ranks:
+            labels.append(worst_label(hardware_ranks, links.labels))
+            numa, cpus = _local(hardware_ranks, links)
         elif numa_node is not None:
             numa, cpus = numa_node, links.numa_cpus(numa_node)
             if not cpus:

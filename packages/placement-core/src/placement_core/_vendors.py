@@ -3,24 +3,55 @@
 A component whose processes run on accelerators of two vendors (NVIDIA GPUs on some
 nodes, Ascend NPUs on others) is allowed, since each process sees its own vendor's
 devices, but one collective group cannot span both, so the plan says so.
+
+Both checks first read the inventory's accelerator types (once per distinct accelerators
+tuple, so a uniform cluster costs one look per node) and read no placement record where
+no warning is possible: reading every record of a million-process plan would cost more
+than planning it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 
+from ._inventory import Inventory
 from ._ranks import format_rank_list
 from ._records import Placement
 
-__all__ = ["WHOLE_ONLY", "mixed_vendor_warnings", "shared_whole_device_warnings"]
+__all__ = [
+    "WHOLE_ONLY",
+    "accelerator_types",
+    "mixed_vendor_warnings",
+    "shared_whole_device_warnings",
+]
 
 #: Accelerator types whose devices Ray hands out only whole (Gaudi's ``HPU``): a device
 #: that several processes share plans offline but cannot launch on Ray.
 WHOLE_ONLY = frozenset({"gaudi"})
 
 
-def mixed_vendor_warnings(components: Mapping[str, Sequence[Placement]]) -> list[str]:
-    """One warning per component whose processes use accelerators of several types."""
+def accelerator_types(inventory: Inventory) -> set[str]:
+    """Every accelerator type on the inventory's nodes."""
+    seen: set[int] = set()
+    types: set[str] = set()
+    for node in inventory.nodes:
+        if id(node.accelerators) not in seen:
+            seen.add(id(node.accelerators))
+            types.update(a.type for a in node.accelerators)
+    return types
+
+
+def mixed_vendor_warnings(
+    components: Mapping[str, Sequence[Placement]], types: Set[str]
+) -> list[str]:
+    """One warning per component whose processes use accelerators of several types.
+
+    Args:
+        components: Component name -> its placements.
+        types: The inventory's accelerator types (:func:`accelerator_types`).
+    """
+    if len(types) < 2:
+        return []
     warnings = []
     for name, placements in components.items():
         nodes: dict[str, set[int]] = {}
@@ -41,8 +72,17 @@ def mixed_vendor_warnings(components: Mapping[str, Sequence[Placement]]) -> list
     return warnings
 
 
-def shared_whole_device_warnings(components: Mapping[str, Sequence[Placement]]) -> list[str]:
-    """One warning per component that puts processes on a shared whole-only device."""
+def shared_whole_device_warnings(
+    components: Mapping[str, Sequence[Placement]], types: Set[str]
+) -> list[str]:
+    """One warning per component that puts processes on a shared whole-only device.
+
+    Args:
+        components: Component name -> its placements.
+        types: The inventory's accelerator types (:func:`accelerator_types`).
+    """
+    if not types & WHOLE_ONLY:
+        return []
     users: dict[tuple[int, int], list[tuple[str, int]]] = {}
     for name, placements in components.items():
         for p in placements:

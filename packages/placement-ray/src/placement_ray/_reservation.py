@@ -3,7 +3,9 @@
 One object owns, for a launch or a slime layout, every placement group the job holds:
 
 - one group per used node, pinned to it (a lost node takes only its own group along),
-  or, for a slime layout without spares, one group of every bundle (``whole``);
+  or groups in the caller's own order (``ordered``): a slime layout without spares
+  holds one group of every bundle, a verl pool one group per ``chunk`` ranks, an
+  OpenRLHF group one bundle per rank;
 - one group per spare node, pinned to it, one bundle per accelerator, until a recovery
   takes it over;
 - the map from the plan's ``(node rank, GPU id)`` to the physical GPU and bundle held,
@@ -11,8 +13,9 @@ One object owns, for a launch or a slime layout, every placement group the job h
 - their removal: all or none while reserving, a lost node's groups on recovery, every
   group on shutdown (idempotent).
 
-``launch``, recovery, warm spares, detach/attach and slime's layouts use it; no other
-module creates or removes a job's placement groups.
+``launch``, recovery, warm spares, detach/attach, slime's layouts and the verl and
+OpenRLHF drop-ins use it; no other module creates or removes a job's placement groups
+(``tests/ray/test_placement_group_owners.py`` scans the sources for it).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from placement_core import Placement
@@ -35,7 +39,7 @@ from ._placement_groups import (
 from ._request import Seat, seat_for
 from .errors import ArgumentError
 
-__all__ = ["Reservation", "map_gpus"]
+__all__ = ["GroupAsk", "Reservation", "map_gpus"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +52,23 @@ class Lease(Protocol):
 
 Key = tuple[int, int]
 """``(node rank, plan GPU id)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupAsk:
+    """One group of a reservation in the caller's order (see ``create_placement_group``).
+
+    Attributes:
+        bundles: One resource mapping per bundle.
+        pin_to: Per bundle, the node rank it must land on (None: anywhere), or None.
+        strategy: ``PACK``, ``SPREAD``, ``STRICT_PACK`` or ``STRICT_SPREAD``.
+        name: The group's name (empty: anonymous).
+    """
+
+    bundles: tuple[Mapping[str, float], ...]
+    pin_to: tuple[int | None, ...] | None = None
+    strategy: str = "PACK"
+    name: str = ""
 
 
 def map_gpus(
@@ -92,13 +113,14 @@ class Reservation:
         cluster: The job's cluster view (its share ledger forgets removed groups).
         groups: Used node rank -> the group pinned to it.
         spares: Spare node rank -> the group reserving every accelerator of it.
-        whole: The one group of a layout reserved without per-node groups, or None.
+        ordered: Groups in the caller's order, not one per node (a layout's one group of
+            every bundle, a verl pool's groups, an OpenRLHF group); else empty.
         slots: ``(node rank, plan GPU id) -> (physical GPU id, bundle index)`` held.
         lease: On a shared cluster, the job's lease of these accelerators in the
             cluster's ledger (``_leases.SharedLease``), ended with the groups; else None.
     """
 
-    __slots__ = ("_removed", "cluster", "groups", "lease", "slots", "spares", "whole")
+    __slots__ = ("_removed", "cluster", "groups", "lease", "ordered", "slots", "spares")
 
     def __init__(
         self,
@@ -108,12 +130,12 @@ class Reservation:
         *,
         slots: Mapping[Key, tuple[int, int]] | None = None,
         gpu_map: Mapping[Key, int] | None = None,
-        whole: OrderedPlacementGroup | None = None,
+        ordered: Iterable[OrderedPlacementGroup] = (),
     ) -> None:
         self.cluster = cluster
         self.groups = dict(groups or {})
         self.spares = dict(spares or {})
-        self.whole = whole
+        self.ordered = list(ordered)
         self.slots = dict(slots or {})
         if gpu_map is not None and slots is None:
             self.slots = self._slots_of(gpu_map)
@@ -198,10 +220,57 @@ class Reservation:
     ) -> Reservation:
         """One group of every bundle (a slime layout without spares); see
         ``create_placement_group``."""
-        group = create_placement_group(
-            cluster, bundles, strategy=strategy, pin_to=pin_to, timeout_s=timeout_s
-        )
-        return cls(cluster, whole=group)
+        pins = None if pin_to is None else tuple(pin_to)
+        ask = GroupAsk(tuple(bundles), pins, strategy)
+        return cls.reserve_ordered(cluster, [ask], timeout_s=timeout_s)
+
+    @classmethod
+    def reserve_ordered(
+        cls,
+        cluster: Cluster,
+        asks: Iterable[GroupAsk],
+        *,
+        lifetime: str | None = None,
+        timeout_s: float | None = 60.0,
+        check: bool = True,
+        always_probe: bool = False,
+    ) -> Reservation:
+        """The asked groups one after the other, kept in that order (``ordered``); all or
+        none.
+
+        Args:
+            cluster: The job's cluster view.
+            asks: The groups, in the order the caller indexes them.
+            lifetime: None (dies with the driver) or ``"detached"``.
+            timeout_s: Limit for each group (None: wait forever).
+            check: Check each group's feasibility first (off where an autoscaler adds
+                nodes).
+            always_probe: Probe every GPU bundle for its physical GPU.
+
+        Raises:
+            InfeasiblePlacementGroupError / PlacementGroupTimeoutError / ClusterError /
+                ProbeError: as ``create_placement_group``; nothing is kept.
+        """
+        made = cls(cluster)
+        try:
+            for ask in asks:
+                made.ordered.append(
+                    create_placement_group(
+                        cluster,
+                        ask.bundles,
+                        strategy=ask.strategy,
+                        pin_to=None if ask.pin_to is None else list(ask.pin_to),
+                        name=ask.name,
+                        lifetime=lifetime,
+                        timeout_s=timeout_s,
+                        check=check,
+                        always_probe=always_probe,
+                    )
+                )
+        except BaseException:
+            made.release()
+            raise
+        return made
 
     def _map(self, planned: Sequence[Key]) -> dict[Key, tuple[int, int]]:
         held = [(s.node_rank, s.gpu_id, s.index) for g in self.groups.values() for s in g.slots]
@@ -226,10 +295,9 @@ class Reservation:
 
     @property
     def all_groups(self) -> tuple[OrderedPlacementGroup, ...]:
-        """Every group held: the whole one, or each used node's then each spare's."""
-        if self.whole is not None and not self.groups:
-            return (self.whole,)
+        """Every group held: the ordered ones, then each used node's, then each spare's."""
         return (
+            *self.ordered,
             *(g for _, g in sorted(self.groups.items())),
             *(g for _, g in sorted(self.spares.items())),
         )

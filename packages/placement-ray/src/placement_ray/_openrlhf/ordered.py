@@ -16,12 +16,8 @@ from ray.util.placement_group import PlacementGroup
 
 from placement_ray._cluster import Cluster
 from placement_ray._feasibility import check_feasible
-from placement_ray._placement_groups import (
-    OrderedPlacementGroup,
-    create_placement_group,
-    node_totals,
-    order_bundles,
-)
+from placement_ray._placement_groups import OrderedPlacementGroup, node_totals, order_bundles
+from placement_ray._reservation import GroupAsk, Reservation
 from placement_ray._slime.alignment import align_engines
 from placement_ray.errors import ArgumentError, ClusterError, EngineAlignmentError
 
@@ -78,11 +74,12 @@ def ordered_group(
         total=count,
         engine_size=engine_size,
     )
-    group = create_placement_group(
-        cluster, bundles, strategy="PACK", pin_to=pins, timeout_s=timeout_s, always_probe=True
+    reservation = Reservation.reserve_ordered(
+        cluster, [GroupAsk(tuple(bundles), tuple(pins))], timeout_s=timeout_s, always_probe=True
     )
+    group = reservation.ordered[0]
     if list(group.bundle_indices) != list(range(count)):
-        group.remove()
+        reservation.release()
         raise ClusterError(
             f"Ray gave the bundles GPUs out of index order ({group.gpu_ids} for bundles "
             f"{group.bundle_indices} in node order); is other work holding some GPUs?"

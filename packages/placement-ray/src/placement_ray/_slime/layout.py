@@ -100,6 +100,10 @@ class SlimeLayout:
     reservation: Reservation | None = field(default=None, repr=False)
     recoveries: list[RecoveryReport] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        if self.reservation is None and self.cluster is not None:  # a layout made by hand
+            self.reservation = Reservation(self.cluster, ordered=[self.group])
+
     def __getitem__(self, role: str) -> RoleBundles:
         if role == "actor":
             return self.actor
@@ -177,11 +181,18 @@ class SlimeLayout:
         return recover_layout(self, groups, timeout_s=timeout_s)
 
     def remove(self) -> None:
-        """Remove the placement group(s), spares' included; idempotent."""
-        if self.reservation is not None:
-            self.reservation.release()
-        else:
-            self.group.remove()
+        """Remove the placement group(s), spares' included; idempotent.
+
+        Raises:
+            ArgumentError: a layout made by hand with neither a cluster view nor a
+                reservation (nothing here owns its group).
+        """
+        if self.reservation is None:
+            raise ArgumentError(
+                "layout: it holds no reservation (made by hand without cluster=); remove "
+                "its group with group.remove(), or make it with create_placement_groups"
+            )
+        self.reservation.release()
 
 
 def _count(name: str, value: object, minimum: int) -> int:

@@ -15,11 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from placement_ray._placement_groups import (
-    OrderedPlacementGroup,
-    create_placement_group,
-    remove_groups,
-)
+from placement_ray._placement_groups import OrderedPlacementGroup
+from placement_ray._reservation import GroupAsk, Reservation
 from placement_ray.errors import ClusterError
 
 from .plan import PoolPlan
@@ -42,8 +39,8 @@ def reserve_pool(
     lifetime: str | None = None,
     timeout_s: float | None = None,
     probe: bool = True,
-) -> list[OrderedPlacementGroup]:
-    """Reserve a pool's groups, in rank order.
+) -> Reservation:
+    """Reserve a pool's groups, in rank order (the reservation's ``ordered``).
 
     Args:
         cluster: The job's cluster view.
@@ -55,38 +52,34 @@ def reserve_pool(
         probe: Read each bundle's GPU back and check it rises with the rank.
 
     Returns:
-        The groups: group ``i`` holds ranks ``i*chunk ..`` at bundles ``0 ..``.
+        The reservation: its group ``ordered[i]`` holds ranks ``i*chunk ..`` at bundles
+        ``0 ..``.
 
     Raises:
         PlacementGroupTimeoutError: a group was not placed in time (the others are
             removed too).
         ClusterError: Ray gave a node's bundles GPUs out of rank order.
     """
-    groups: list[OrderedPlacementGroup] = []
-    try:
-        for i, nodes in enumerate(plan.groups()):
-            pad = plan.chunk - len(nodes)
-            bundles = [dict(bundle)] * len(nodes) + [dict(PAD_BUNDLE)] * pad
-            pins = [*nodes, *([nodes[-1]] * pad)]
-            groups.append(
-                create_placement_group(
-                    cluster,
-                    bundles,
-                    strategy="PACK",
-                    pin_to=pins,
-                    name=f"{name}{i}" if name else "",
-                    lifetime=lifetime,
-                    timeout_s=timeout_s,
-                    check=False,
-                    always_probe=probe,
-                )
+    asks = []
+    for i, nodes in enumerate(plan.groups()):
+        pad = plan.chunk - len(nodes)
+        asks.append(
+            GroupAsk(
+                (*[dict(bundle)] * len(nodes), *[dict(PAD_BUNDLE)] * pad),
+                (*nodes, *[nodes[-1]] * pad),
+                name=f"{name}{i}" if name else "",
             )
+        )
+    reservation = Reservation.reserve_ordered(
+        cluster, asks, lifetime=lifetime, timeout_s=timeout_s, check=False, always_probe=probe
+    )
+    try:
         if probe:
-            check_gpu_order(plan, groups)
+            check_gpu_order(plan, reservation.ordered)
     except BaseException:
-        remove_groups(cluster, groups)
+        reservation.release()
         raise
-    return groups
+    return reservation
 
 
 def check_gpu_order(plan: PoolPlan, groups: list[OrderedPlacementGroup]) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 from verl.single_controller.ray import base as _base
 
 from placement_ray._cluster import Cluster
-from placement_ray._placement_groups import OrderedPlacementGroup, remove_groups
+from placement_ray._placement_groups import OrderedPlacementGroup
 from placement_ray._reservation import Reservation
 from placement_ray._verl.cluster import node_gpus, node_rooms, pool_bundle, pool_resource
 from placement_ray._verl.plan import PoolPlan, check_colocate_count, check_counts, plan_pools
@@ -97,6 +97,7 @@ class RayResourcePool(_base.SubRayResourcePool):  # type: ignore[misc]
         self.timeout_s = timeout_s
         self.plan: PoolPlan | None = None
         self.groups: list[OrderedPlacementGroup] = []
+        self.reservation: Reservation | None = None
 
     @property
     def world_size(self) -> int:
@@ -152,7 +153,7 @@ class RayResourcePool(_base.SubRayResourcePool):  # type: ignore[misc]
             max_colocate_count=self.max_colocate_count,
             accelerator_type=self.accelerator_type,
         )
-        self.groups = reserve_pool(
+        self.reservation = reserve_pool(
             cluster,
             self.plan,
             bundle,
@@ -161,6 +162,7 @@ class RayResourcePool(_base.SubRayResourcePool):  # type: ignore[misc]
             timeout_s=self.timeout_s,
             probe=self.use_gpu,
         )
+        self.groups = list(self.reservation.ordered)
         self.pgs = [g.pg for g in self.groups]
 
     @property
@@ -170,9 +172,9 @@ class RayResourcePool(_base.SubRayResourcePool):  # type: ignore[misc]
 
     def remove(self) -> None:
         """Remove the pool's placement groups (their workers die with them)."""
-        if self.groups:
-            remove_groups(self._cluster(), self.groups)
-        self.groups, self.pgs = [], None
+        if self.reservation is not None:
+            self.reservation.release()
+        self.reservation, self.groups, self.pgs = None, [], None
 
 
 class SubRayResourcePool(_base.SubRayResourcePool):  # type: ignore[misc]
