@@ -202,6 +202,14 @@ def choice_part(spares: int, repeats: int) -> list[str]:
         f"  the {num_nodes:,}-node plan itself: {whole:.3f} s; choice / plan = "
         f"{cold_median / whole:.4f}",
         f"  target: both < {CHOICE_TARGET_S * 1000:.0f} ms: {verdict}",
+        target_line(
+            f"spare choice for 1 lost node among {spares:,} spares, unpickled plan",
+            f"{cold_median * 1000:.2f} ms (in process {median * 1000:.2f} ms)",
+            f"the {num_nodes:,}-node plan {whole:.3f} s",
+            cold_median / whole,
+            f"< {CHOICE_TARGET_S * 1000:.0f} ms",
+            max(median, cold_median) < CHOICE_TARGET_S,
+        ),
     ]
 
 

@@ -205,3 +205,15 @@ def test_the_demo_says_its_cluster_did_not_come_up_in_one_line(tmp_path: Path) -
     assert "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: the simulated cluster of 4 nodes did not come up: node 0")
+
+
+def test_starting_nodes_give_their_agents_the_start_s_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = "RAY_agent_register_timeout_ms"
+    monkeypatch.delenv(name, raising=False)
+    with kit._patient_agents(240):
+        assert os.environ[name] == "240000"  # what the raylets started now read
+    assert name not in os.environ
+    monkeypatch.setenv(name, "5000")
+    with kit._patient_agents(240):
+        assert os.environ[name] == "5000"  # the user's own value wins
+    assert os.environ[name] == "5000"

@@ -380,7 +380,7 @@ class SimulatedCluster:
         self._nodes, self._head = {}, None
         which = "the head node"
         try:
-            with _quiet_ray(), _patient_node_start(wait_s):
+            with _quiet_ray(), _patient_node_start(wait_s), _patient_agents(wait_s):
                 if self.spec.separate_head:
                     self._head = cluster.add_node(**self.head_args())
                 for rank in range(self.spec.nodes):
@@ -581,7 +581,11 @@ class SimulatedCluster:
             raise ArgumentError(
                 f"rank: expected a killed node of {low}..{self.spec.nodes - 1}, got {rank!r}"
             )
-        with _quiet_ray(), _patient_node_start(self.spec.timeout_s):
+        with (
+            _quiet_ray(),
+            _patient_node_start(self.spec.timeout_s),
+            _patient_agents(self.spec.timeout_s),
+        ):
             self._nodes[rank] = self.ray_cluster.add_node(**self.node_args(rank))
         wait_for_nodes(_live_count(self.ray_cluster), self._live_expected(), self.spec.timeout_s)
         if self._view is not None:
@@ -664,6 +668,25 @@ def _quiet_ray() -> Iterator[None]:
             log.setLevel(level)
         for log in loggers:
             log.removeFilter(noise)
+
+
+@contextlib.contextmanager
+def _patient_agents(timeout_s: float) -> Iterator[None]:
+    """Give a starting node's agents ``timeout_s`` to register with its raylet.
+
+    A raylet whose dashboard agent has not registered within Ray's 30 s exits (a loaded
+    machine misses it); the raylets started here read the longer limit from their
+    environment. A value the user set wins.
+    """
+    name = "RAY_agent_register_timeout_ms"
+    if name in os.environ:
+        yield
+        return
+    os.environ[name] = str(int(max(timeout_s, 30.0) * 1000))
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
 
 
 @contextlib.contextmanager
