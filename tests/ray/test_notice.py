@@ -38,7 +38,8 @@ def _scripted_nodes(monkeypatch: pytest.MonkeyPatch, counts: list[int]) -> None:
     table = iter(counts)
 
     def alive() -> list[dict[str, Any]]:
-        return [{"NodeID": f"n{i}", "Labels": {}} for i in range(next(table, counts[-1]))]
+        nodes = range(next(table, counts[-1]))
+        return [{"NodeID": f"n{i}", "Labels": {}, "Resources": {"CPU": 4.0}} for i in nodes]
 
     monkeypatch.setattr(cluster_module, "alive_nodes", alive)
 

@@ -168,11 +168,19 @@ def _shape(spec: ClusterSpec) -> str:
 
     default = ClusterSpec()
     changed = [
-        f"{f.name}={getattr(spec, f.name)!r}"
+        f"{f.name}={_brief(getattr(spec, f.name))}"
         for f in fields(spec)
         if getattr(spec, f.name) != getattr(default, f.name)
     ]
     return ", ".join(changed) or "the default shape"
+
+
+def _brief(value: Any) -> str:
+    """A field's value in a few words: a fake machine given as an object by its type."""
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_brief(v) for v in value) + "]"
+    text = repr(value)
+    return text if len(text) <= 40 else f"<{type(value).__name__}>"
 
 
 @pytest.fixture(scope="session")

@@ -30,9 +30,8 @@ from ._free_view import _planned_gpus, ray_taken
 from ._lease_state import LeaseBook, Slot
 from ._leases import _available
 from ._ledger import ledger_call
-from ._placement_groups import OrderedPlacementGroup, reserve_nodes
+from ._placement_groups import OrderedPlacementGroup
 from ._rayapi import alive_nodes
-from ._reservation import map_gpus
 from .errors import NoSpareNodeError
 
 if TYPE_CHECKING:
@@ -175,11 +174,8 @@ def take_free(
     drop = [job.cluster.node(r).node_id for r in lost]
     if not ledger_call(lease.ledger, "move", lease.job, drop, slots, book.foreign):
         raise _again(error, "; the free capacity found was taken meanwhile (recover_onto_free)")
-    groups = _reserve(job, lease, new, timeout_s)
     planned = [(n, g) for n, g in _planned_gpus(result.plan) if n in new]
-    held = [(s.node_rank, s.gpu_id, s.index) for g in groups.values() for s in g.slots]
-    job.reservation.groups.update(groups)
-    job.reservation.slots.update(map_gpus(planned, held))
+    _reserve(job, lease, new, planned, timeout_s)
     kept = {k: v for k, v in job.reservation.gpu_map.items() if k[0] not in lost}
     lease.cluster = job.cluster
     lease.confirm(kept, [r for r in job.reservation.spares if r not in lost])
@@ -193,7 +189,11 @@ def _whole(lease: SharedLease, node: Node) -> Node:
 
 
 def _reserve(
-    job: RecoveringJob, lease: SharedLease, new: Mapping[int, Node], timeout_s: float | None
+    job: RecoveringJob,
+    lease: SharedLease,
+    new: Mapping[int, Node],
+    planned: Sequence[tuple[int, int]],
+    timeout_s: float | None,
 ) -> dict[int, OrderedPlacementGroup]:
     """The job's view grown by the new nodes, a group pinned to each; on failure the view
     and the lease lose them again (the lost nodes stay out of the lease: they are gone)."""
@@ -202,9 +202,9 @@ def _reserve(
     job.cluster.inventory = replace(job.cluster.inventory, nodes=grown)
     job.cluster._rank_of = {n.node_id: n.rank for n in grown}
     try:
-        return reserve_nodes(
-            job.cluster,
+        return job.reservation.add_nodes(
             {r: len(n.accelerators) for r, n in new.items()},
+            planned,
             timeout_s=timeout_s,
             name=getattr(job, "name", None) or "",
         )

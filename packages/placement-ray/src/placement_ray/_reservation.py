@@ -336,6 +336,32 @@ class Reservation:
             self.groups[spare] = taken
             self.slots.update({(spare, s.gpu_id): (s.gpu_id, s.index) for s in taken.slots})
 
+    def add_nodes(
+        self,
+        counts: Mapping[int, int],
+        planned: Sequence[Key],
+        *,
+        timeout_s: float | None,
+        name: str = "",
+    ) -> dict[int, OrderedPlacementGroup]:
+        """Hold more nodes of the job's view (recovery onto free capacity): a group pinned
+        to each, its GPUs mapped onto the ``planned`` ids; all or none.
+
+        Args:
+            counts: Node rank (in the job's view) -> how many accelerators to hold.
+            planned: ``(node rank, plan GPU id)`` of the new nodes' planned GPUs.
+            timeout_s: Limit for each group.
+            name: The groups' name prefix.
+
+        Returns:
+            Node rank -> its new group.
+        """
+        made = reserve_nodes(self.cluster, counts, timeout_s=timeout_s, name=name)
+        held = [(s.node_rank, s.gpu_id, s.index) for g in made.values() for s in g.slots]
+        self.groups.update(made)
+        self.slots.update(map_gpus(planned, held))
+        return made
+
     def release(self) -> None:
         """Remove every group held (spares too); idempotent."""
         if self._removed:
