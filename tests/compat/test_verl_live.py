@@ -106,8 +106,10 @@ def test_manager_maps_roles_by_text_and_reserves_every_pool(placement_cluster: C
     assert manager.get_resource_pool("rm").node_ranks == (1,)
 
 
-def test_topology_spare_pool_is_reserved_whole(placement_cluster: Cluster) -> None:
-    topology = {
+def spare_topology(spare_node: int) -> dict[str, Any]:
+    """verl's topology of 3 nodes x 2 GPUs: a train pool of 2 nodes, a standby pool on
+    ``spare_node``, the actor model on the train pool."""
+    return {
         "clusters": [{"name": "default", "nnodes": 3, "n_gpus_per_node": 2}],
         "device_pools": [
             {"name": "train_pool", "nnodes": 2, "n_gpus_per_node": 2},
@@ -115,12 +117,16 @@ def test_topology_spare_pool_is_reserved_whole(placement_cluster: Cluster) -> No
                 "name": "spare",
                 "nnodes": 1,
                 "n_gpus_per_node": 1,
-                "nodes": [1],
+                "nodes": [spare_node],
                 "attributes": {"standby": True},
             },
         ],
         "models": [{"name": "actor", "worker": "actor", "resource_pool": "train_pool"}],
     }
+
+
+def test_topology_spare_pool_is_reserved_whole(placement_cluster: Cluster) -> None:
+    topology = spare_topology(1)
     manager = ResourcePoolManager.from_topology(
         topology, max_colocate_count=1, cluster=placement_cluster
     )
@@ -131,19 +137,7 @@ def test_topology_spare_pool_is_reserved_whole(placement_cluster: Cluster) -> No
 
 
 def test_topology_naming_unknown_nodes_is_refused(placement_cluster: Cluster) -> None:
-    topology = {
-        "clusters": [{"name": "default", "nnodes": 3, "n_gpus_per_node": 2}],
-        "device_pools": [
-            {"name": "train_pool", "nnodes": 2, "n_gpus_per_node": 2},
-            {
-                "name": "spare",
-                "nnodes": 1,
-                "n_gpus_per_node": 1,
-                "nodes": [5],
-                "attributes": {"standby": True},
-            },
-        ],
-    }
+    topology = spare_topology(5)
     with pytest.raises(ArgumentError, match=r"nodes: unknown nodes \[5\]"):
         ResourcePoolManager.from_topology(topology, cluster=placement_cluster, timeout_s=WAIT)
 

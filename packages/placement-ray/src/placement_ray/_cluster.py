@@ -515,6 +515,11 @@ class Cluster:
                 f"the plan's {inventory.num_nodes} nodes are not job {self.job!r}'s "
                 f"{self.num_nodes} nodes; plan on cluster.inventory"
             )
+        return self._seeing(inventory)
+
+    def _seeing(self, inventory: Inventory) -> Cluster:
+        """This view seeing ``inventory``'s nodes, sharing its connection and share ledger;
+        it never owns the job's view nor a local Ray, so its ``shutdown`` leaves both alone."""
         view = copy.copy(self)
         view.inventory = inventory
         view._rank_of = {n.node_id: n.rank for n in inventory.nodes}

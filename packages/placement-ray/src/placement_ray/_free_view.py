@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import copy
 import os
 import weakref
 from collections.abc import Iterable, Mapping
@@ -191,14 +190,8 @@ def _narrowed(node: Node, rank: int, free: Iterable[int]) -> Node:
 
 
 def _subset(cluster: Cluster, inventory: Inventory) -> Cluster:
-    """``cluster`` seeing only ``inventory``'s nodes (sharing its connection and shares);
-    it never owns the job's view nor a local Ray, so its ``shutdown`` leaves both alone."""
-    view = copy.copy(cluster)
-    view.inventory = inventory
-    view._rank_of = {n.node_id: n.rank for n in inventory.nodes}
-    view._owner = False
-    view.started_local = False
-    view._exported = {}
+    """``cluster`` seeing only ``inventory``'s nodes (``Cluster._seeing``), marked partial."""
+    view = cluster._seeing(inventory)
     _PARTIAL.add(view)
     return view
 

@@ -627,6 +627,16 @@ def _compare(worker: Worker, report: Mapping[str, Any], group: WorkerGroup) -> l
     return out
 
 
+def _check_sharing(share_cluster: object, recover_onto_free: object) -> None:
+    _check_flag("share_cluster", share_cluster)
+    _check_flag("recover_onto_free", recover_onto_free)
+    if recover_onto_free and not share_cluster:
+        raise ArgumentError(
+            "recover_onto_free: free capacity is leased from the shared cluster's ledger; "
+            "it needs share_cluster=True"
+        )
+
+
 def launch(
     config_or_plan: Plan | ClusterConfig | Mapping[str, Any] | str | os.PathLike[str],
     actors: Mapping[str, Any],
@@ -734,13 +744,7 @@ def launch(
         PlacementSyntaxError / PlacementRuleError: (placement-core) a rule does not
             parse or cannot be placed on the live cluster.
     """
-    _check_flag("share_cluster", share_cluster)
-    _check_flag("recover_onto_free", recover_onto_free)
-    if recover_onto_free and not share_cluster:
-        raise ArgumentError(
-            "recover_onto_free: free capacity is leased from the shared cluster's ledger; "
-            "it needs share_cluster=True"
-        )
+    _check_sharing(share_cluster, recover_onto_free)
     if share_cluster:  # several jobs on one cluster: lease, plan on what is free (_leases)
         return launch_shared(launch, dict(locals()))
     on_node_loss = _check_on_node_loss(on_node_loss)
