@@ -17,11 +17,10 @@ from pathlib import Path
 
 import nox
 
-# Every session's packages are installed with their bytecode compiled. uv does not compile
-# by default, and where PYTHONDONTWRITEBYTECODE is set (the machines this project is tested on set it)
-# nothing is ever cached, so every process compiled each module it imported: each Ray
-# worker compiled Ray again (about 1 s of CPU of the 2.4 s a worker took to start). pip
-# (the virtualenv fallback) compiles on its own.
+# Every session's packages are installed with their bytecode compiled: uv does not compile
+# by default, and where PYTHONDONTWRITEBYTECODE is set (it is on the machines this project
+# is tested on) no process caches what it compiles, so each Ray worker compiled Ray again
+# (about 1 s of CPU of the 2.4 s a worker took to start). pip compiles on its own.
 os.environ.setdefault("UV_COMPILE_BYTECODE", "1")
 
 nox.options.default_venv_backend = "uv|virtualenv"
