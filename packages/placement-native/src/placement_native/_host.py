@@ -70,16 +70,17 @@ def host_memory_bytes(meminfo: str | Path | None = None) -> int | None:
     Raises:
         EnvVarError: The variable is not a UTF-8 path.
     """
-    path = Path(meminfo or env_path(MEMINFO_ENV) or MEMINFO_FILE)
-    if path in _MEMTOTAL:
-        return _MEMTOTAL[path]
-    _MEMTOTAL[path] = size = _memtotal(path)
-    return size
+    where = meminfo or env_path(MEMINFO_ENV) or MEMINFO_FILE
+    try:
+        return _MEMTOTAL[where]
+    except KeyError:
+        _MEMTOTAL[where] = size = _memtotal(Path(where))
+        return size
 
 
-#: MemTotal by file, read once: it does not change while a node runs, and a snapshot is
-#: taken again and again.
-_MEMTOTAL: dict[Path, int | None] = {}
+#: MemTotal by file as named (no Path built per call: every snapshot asks), read once: it
+#: does not change while a node runs.
+_MEMTOTAL: dict[str | Path, int | None] = {}
 
 
 def _memtotal(path: Path) -> int | None:
