@@ -210,3 +210,17 @@ def test_locate_rejects_out_of_range_ranks() -> None:
     space = build_space(Inventory.uniform(1, 4), None, "cluster")
     with pytest.raises(PlacementRuleError, match=r"valid ranks are 0\.\.3"):
         space.locate(4)
+
+
+def test_packed_runs_with_the_same_ids_share_one_list() -> None:
+    space = build_space(Inventory.uniform(3, 8), None, "cluster")
+    entries = space.packed(0, 23, per_process=4, stride=2)
+    assert [(count, run.node_rank) for count, run, _ in entries] == [(2, 0), (2, 1), (2, 2)]
+    assert entries[0][2] == [(0, 2, 4, 6), (1, 3, 5, 7)]
+    assert entries[0][2] is entries[1][2] is entries[2][2]
+
+
+def test_packed_runs_with_other_ids_keep_their_own_lists() -> None:
+    space = build_space(Inventory.uniform(2, 8), None, "cluster")
+    entries = space.packed(4, 15, per_process=4)
+    assert [ids for _, _, ids in entries] == [[(4, 5, 6, 7)], [(0, 1, 2, 3), (4, 5, 6, 7)]]

@@ -186,7 +186,8 @@ class ResourceSpace:
 
         Returns:
             Per run, in process order: ``(count, run, [local_ids of each process on it])``
-            (the list holds ``count`` id tuples).
+            (the list holds ``count`` id tuples; runs with the same ids share one list,
+            which callers must not change).
 
         Raises:
             PlacementRuleError: A block crosses a node (or resource type) boundary; the
@@ -199,6 +200,9 @@ class ResourceSpace:
         index = bisect_right(self._starts, first) - 1
         runs = self.runs
         intern = self.intern
+        # Runs whose processes take the same ids share one list: a strided rule over 10,000
+        # like nodes would otherwise keep 10,000 equal lists for the collector to walk.
+        shared: dict[tuple[tuple[int, ...], ...], list[tuple[int, ...]]] = {}
         current: list[tuple[int, ...]] = []
         current_run: SpaceRun | None = None
         for number, start in enumerate(range(first, last + 1, block)):
@@ -216,6 +220,7 @@ class ResourceSpace:
                 )
             if run is not current_run:
                 if current_run is not None:
+                    current = shared.setdefault(tuple(current), current)
                     out.append((len(current), current_run, current))
                 current = []
                 current_run = run
@@ -226,6 +231,7 @@ class ResourceSpace:
                 for j in range(stride):
                     current.append(intern(ids[offset + j : offset + block : stride]))
         if current_run is not None:
+            current = shared.setdefault(tuple(current), current)
             out.append((len(current), current_run, current))
         return out
 
