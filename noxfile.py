@@ -58,7 +58,7 @@ PACKAGE_INSTALLS = {
     # imports it.
     "native": [NATIVE, CORE],
     "ray": [CORE, NATIVE, RAY],
-    "e2e": [CORE, NATIVE, RAY],  # tests/e2e: the demo end to end (about 2 minutes)
+    "e2e": [CORE, NATIVE, RAY],  # tests/e2e: the demo end to end (about 1 minute)
     "compat": [CORE, NATIVE, RAY],  # tests/compat: verl's and OpenRLHF's code on our drop-ins
 }
 # Suites that need no shared cluster and are CPU-bound: spread over the machine's CPUs
@@ -136,7 +136,7 @@ def _tests_session(package: str, summary: str) -> None:
 
 _tests_session("core", "placement-core's tests (tests/core), with core installed alone.")
 _tests_session("native", "placement-native's tests (tests/native) on the compiled extension.")
-_tests_session("ray", "placement-ray's tests (tests/ray) on loopback Ray clusters; about 14 min.")
+_tests_session("ray", "placement-ray's tests (tests/ray) on loopback Ray clusters; about 6 min.")
 _tests_session("e2e", "The demo end to end (tests/e2e) against the README; about 2 min.")
 
 
@@ -258,7 +258,7 @@ def slurm(session: nox.Session) -> None:
     Installs Debian's slurm-wlm and munge (apt-get, as root), then runs the tests in a
     network namespace of their own that has only the loopback interface: munged,
     slurmctld, two slurmd and Ray never listen where another machine can reach them.
-    Not root: skipped, except under CI=true, where it fails. About 6 minutes here.
+    Not root: skipped, except under CI=true, where it fails. About 2 minutes here.
     """
     if os.geteuid() != 0:
         why = "nox -s slurm installs packages and starts SLURM's daemons: it needs root"
