@@ -371,12 +371,11 @@ class CffiReader:
         state = layout.gpu.unpack_from(raw)
         # What it is: the last read's while its identity bytes are the same (checked here,
         # not in a call: this runs for every GPU whose entry changed).
-        raw_identity = raw[: layout.identity_end]
         known = self._identities.get(entry.position)
-        if known is not None and known[0] == raw_identity:
+        if known is not None and raw.startswith(known[0]):  # no copy of the identity bytes
             identity, mig_slots = known[1], known[2]
         else:
-            identity, mig_slots = self._identity(entry, raw_identity, layout)
+            identity, mig_slots = self._identity(entry, raw[: layout.identity_end], layout)
         values = list(identity)
         entry.index = values[_INDEX]
         for k, guard, decode, at in layout.state_rows:  # _decode, inline for the same reason
