@@ -25,6 +25,12 @@ accelerators, no node rank: KubeRay's recommended head), which placement-ray's d
 leaves out of the job; the spec's nodes 0..N-1 are then all workers, and ``kill_node(0)``
 loses the node of every component's rank 0.
 
+A simulated node starts its Python workers as Ray does, through a start script that
+applies the runtime env's context (environment variables, interpreter, command prefix) and
+execs Ray's worker, but without importing Ray a first time as Ray's own ``setup_worker.py``
+does: that import was a third of every worker's start on a small machine. Workers of other
+languages, and contexts with fields the script does not know, go through Ray's script.
+
 With pytest, installing placement-ray is enough: its ``pytest11`` plugin sets the variable
 before Ray is imported and provides the ``placement_cluster`` fixture (one cluster per
 session, sized by ``@pytest.mark.placement_cluster(...)`` or ini options, cleaned up after
@@ -40,6 +46,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +74,9 @@ logger = logging.getLogger(__name__)
 LOOPBACK = "127.0.0.1"
 LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0" keeps every Ray address on loopback
 DEFAULT_GPUS = 4
-logger = logging.getLogger(__name__)
+START_WORKER = str(Path(__file__).with_name("_start_worker.py"))
+"""What a simulated node starts its Python workers through: Ray's ``setup_worker.py``
+without importing Ray first (``placement_ray._start_worker``)."""
 RANK_LABEL = "node-rank"
 RANK_ENV = "PLACEMENT_NODE_RANK"
 # Ray's accelerator-type name of a simulated node of each kind (the label and the
@@ -317,6 +326,7 @@ class SimulatedCluster:
             "num_gpus": count if resource == "GPU" else 0,
             "node_ip_address": self.spec.per_node("node_ip", rank),
             "object_store_memory": self.spec.object_store_mb * 1024 * 1024,
+            "setup_worker_path": START_WORKER,
         }
         labels: dict[str, str] = {}
         model = self.spec.per_node("accelerator_model", rank) or DEFAULT_MODELS.get(kind or "")
@@ -344,6 +354,7 @@ class SimulatedCluster:
             "node_ip_address": LOOPBACK,
             "object_store_memory": self.spec.object_store_mb * 1024 * 1024,
             "include_dashboard": False,
+            "setup_worker_path": START_WORKER,
         }
 
     def _live_expected(self) -> int:
