@@ -27,22 +27,30 @@ nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.download_python = "never"
 nox.options.error_on_missing_interpreters = True
 nox.options.reuse_venv = "yes"
+# One session per CPU at a time. tests-ray is first, and the sessions that start no
+# simulated cluster run beside it (SIDE_BY_SIDE) on the CPU its cluster leaves idle; the
+# other cluster sessions run alone, one cluster at a time. Each session's output is
+# printed whole when it ends.
+nox.options.parallel = "auto"
 nox.options.sessions = [
+    "tests-ray",
     "lint",
     "typecheck",
     "tests-core",
     "tests-native",
-    "tests-ray",
-    "tests-e2e",
-    "tests-compat",
     "tests_purepython",
     "core_alone",
     "examples",
     "docs",
     "viewer",
+    "tests-e2e",
+    "tests-compat",
     "testkit",
     "slurm",
 ]
+# The test sessions that may run beside others (allow_parallel): e2e and compat start
+# clusters of their own, so they run alone, as do testkit, slurm, demo, bench and gpu.
+SIDE_BY_SIDE_TESTS = {"core", "native", "ray"}
 
 PYTHON = "3.11"
 ROOT = Path(__file__).parent
@@ -72,7 +80,7 @@ SOURCES = ["noxfile.py", "packages", "tests", "benchmarks", "examples", "docs/ho
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, allow_parallel=True)
 def lint(session: nox.Session) -> None:
     """Ruff lint and format check over the whole tree; shellcheck and hadolint on the
     shipped scripts and Dockerfiles."""
@@ -85,7 +93,7 @@ def lint(session: nox.Session) -> None:
     session.run("hadolint", *dockerfiles)
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, allow_parallel=True)
 def typecheck(session: nox.Session) -> None:
     """mypy --strict (with the pydantic plugin) over every package's sources."""
     session.install("mypy>=1.11", "types-PyYAML", *TEST_DEPS)
@@ -131,7 +139,12 @@ def _tests_session(package: str, summary: str) -> None:
         _run_package_tests(session, package)
 
     run.__doc__ = summary
-    nox.session(python=PYTHON, name=f"tests-{package}", tags=["tests"])(run)
+    nox.session(
+        python=PYTHON,
+        name=f"tests-{package}",
+        tags=["tests"],
+        allow_parallel=package in SIDE_BY_SIDE_TESTS,
+    )(run)
 
 
 _tests_session("core", "placement-core's tests (tests/core), with core installed alone.")
@@ -160,7 +173,7 @@ def _require_native_extension(session: nox.Session) -> None:
     )
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, allow_parallel=True)
 def tests_purepython(session: nox.Session) -> None:
     """Run tests/native with the pure-Python (nvidia-ml-py) backend forced."""
     session.install(*TEST_DEPS, NATIVE, CORE)
@@ -187,7 +200,7 @@ def _build_wheel(session: nox.Session, path: str, outdir: str) -> None:
         session.run("python", "-m", "build", "--wheel", "--outdir", outdir, path)
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, allow_parallel=True)
 def core_alone(session: nox.Session) -> None:
     """Build the core wheel, install it alone, prove ray/native are absent, plan the example."""
     dist = session.create_tmp()
@@ -311,7 +324,7 @@ sys.exit(failed)
 """
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, allow_parallel=True)
 def examples(session: nox.Session) -> None:
     """Plan every shipped example config; one line of figures each."""
     session.install(CORE)
@@ -320,7 +333,7 @@ def examples(session: nox.Session) -> None:
     session.run("python", str(script))
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, allow_parallel=True)
 def docs(session: nox.Session) -> None:
     """Build the documentation into site/ with MkDocs in strict mode (a broken link fails).
 
@@ -338,7 +351,7 @@ def docs(session: nox.Session) -> None:
     )
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, allow_parallel=True)
 def viewer(session: nox.Session) -> None:
     """The HTML plan viewer in a real headless Chromium (tests/viewer, screenshots in build/).
 
