@@ -17,6 +17,8 @@ from pathlib import Path
 
 import nox
 
+nox.needs_version = ">=2026.8.10"  # sessions side by side (nox.options.parallel)
+
 # Every session's packages are installed with their bytecode compiled: uv does not compile
 # by default, and where PYTHONDONTWRITEBYTECODE is set (it is on the machines this project
 # is tested on) no process caches what it compiles, so each Ray worker compiled Ray again
@@ -27,10 +29,10 @@ nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.download_python = "never"
 nox.options.error_on_missing_interpreters = True
 nox.options.reuse_venv = "yes"
-# One session per CPU at a time. tests-ray is first, and the sessions that start no
-# simulated cluster run beside it (SIDE_BY_SIDE) on the CPU its cluster leaves idle; the
-# other cluster sessions run alone, one cluster at a time. Each session's output is
-# printed whole when it ends.
+# One session per CPU at a time. tests-ray goes first, and the sessions that start no Ray
+# cluster (allow_parallel) run beside it, on the CPU its cluster leaves idle; the other
+# cluster sessions run alone, so one simulated cluster runs at a time. Each session's
+# output is printed whole when it ends.
 nox.options.parallel = "auto"
 nox.options.sessions = [
     "tests-ray",
