@@ -87,12 +87,19 @@ def test_a_node_whose_raylet_died_ends_the_wait_at_once(monkeypatch: pytest.Monk
     assert time.monotonic() - start < 5
 
 
+_STAND_IN = "import time; print('up', flush=True); time.sleep(60)"
+
+
 def test_a_running_raylet_is_found_by_its_node_id(monkeypatch: pytest.MonkeyPatch) -> None:
     node_id = "cd" * 28
     stand_in = subprocess.Popen(  # a process whose command line is a raylet's
-        [sys.executable, "-c", "import time; time.sleep(60)", f"--node_id={node_id}"]
+        [sys.executable, "-c", _STAND_IN, f"--node_id={node_id}"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
+        assert stand_in.stdout is not None
+        assert stand_in.stdout.readline() == "up\n"  # exec'd: /proc shows its command line
         assert kit._raylet_running(node_id)
         assert not kit._raylet_running("ef" * 28)
     finally:
