@@ -151,7 +151,7 @@ def _tests_session(package: str, summary: str) -> None:
 
 _tests_session("core", "placement-core's tests (tests/core), with core installed alone.")
 _tests_session("native", "placement-native's tests (tests/native) on the compiled extension.")
-_tests_session("ray", "placement-ray's tests (tests/ray) on loopback Ray clusters; 6-8 min.")
+_tests_session("ray", "placement-ray's tests (tests/ray) on loopback Ray clusters; about 7 min.")
 _tests_session("e2e", "The demo end to end (tests/e2e) against the README; about 1 min.")
 
 
