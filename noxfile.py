@@ -12,6 +12,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -29,11 +30,24 @@ nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.download_python = "never"
 nox.options.error_on_missing_interpreters = True
 nox.options.reuse_venv = "yes"
-# One session per CPU at a time. tests-ray goes first, and the sessions that start no Ray
-# cluster (allow_parallel) run beside it, on the CPU its cluster leaves idle; the other
-# cluster sessions run alone, so one simulated cluster runs at a time. Each session's
-# output is printed whole when it ends.
-nox.options.parallel = "auto"
+
+
+def _default_set_requested(argv: list[str]) -> bool:
+    """Whether nox runs its default set (`nox` alone, what CI runs): no session, tag or
+    keyword named on the command line or in NOXSESSION."""
+    short, long = ("-s", "-e", "-t", "-k"), ("--session", "--sessions", "--tags", "--keywords")
+    options = argv[: argv.index("--")] if "--" in argv else argv  # pytest's after --
+    named = any(arg[:2] in short or arg.split("=", 1)[0] in long for arg in options)
+    return not named and not os.environ.get("NOXSESSION")
+
+
+# The default set runs one session per CPU at a time. tests-ray goes first, and the
+# sessions that start no Ray cluster (allow_parallel) run beside it, on the CPU its
+# cluster leaves idle; the other cluster sessions run alone, so one simulated cluster runs
+# at a time. Each session's output is printed whole when it ends. A session named on the
+# command line runs as usual, its output as it comes (`nox -j 2 -s ...` to choose).
+if _default_set_requested(sys.argv[1:]):
+    nox.options.parallel = "auto"
 nox.options.sessions = [
     "tests-ray",
     "lint",
