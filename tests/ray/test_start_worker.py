@@ -68,8 +68,11 @@ def test_env_vars_expand_as_rays_do(tmp_path: Path) -> None:
 def test_the_contexts_interpreter_entrypoint_and_prefix_are_used(tmp_path: Path) -> None:
     other = tmp_path / "other.py"
     other.write_text(STAND_IN.replace("sys.argv[1:]", '["other", *sys.argv[1:]]'), "utf-8")
+    interpreter = tmp_path / "python-wrapper"  # an interpreter of the node group's own
+    interpreter.write_text(f'#!/bin/sh\nexport VIA_WRAPPER=1\nexec {sys.executable} "$@"\n')
+    interpreter.chmod(0o755)
     context = {
-        "py_executable": sys.executable,
+        "py_executable": str(interpreter),
         "override_worker_entrypoint": str(other),
         "command_prefix": ["export", "PREFIXED=yes", "&&"],
     }
@@ -77,7 +80,7 @@ def test_the_contexts_interpreter_entrypoint_and_prefix_are_used(tmp_path: Path)
     env = seen["env"]
     assert isinstance(env, dict)
     assert seen["argv"] == ["other", "--x=1"]
-    assert env["PREFIXED"] == "yes"
+    assert (env["PREFIXED"], env["VIA_WRAPPER"]) == ("yes", "1")
 
 
 @pytest.mark.parametrize(
